@@ -1,0 +1,167 @@
+package caddymodule
+
+import (
+	"context"
+	"net/http"
+	"regexp"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/google/uuid"
+	"go.uber.org/zap"
+
+	"github.com/tokenvault/tokenvault/vaultstore"
+	"github.com/tokenvault/tokenvault/vaultstore/strictjson"
+)
+
+func init() {
+	caddy.RegisterModule(API{})
+}
+
+// maxBodyBytes is the largest request body the API reads (the
+// interface's 1 MB payload limit).
+const maxBodyBytes = 1 << 20
+
+// API serves the vault's REST interface: tenants, applications and keys,
+// and in later layers tokens, proxies and reactors. It answers every
+// request it receives; mount it where the API should live.
+type API struct {
+	app     *App
+	store   *vaultstore.Store
+	headers vaultHeaders
+	routes  *router
+	logger  *zap.Logger
+}
+
+// CaddyModule returns the Caddy module information.
+func (API) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.vault_api",
+		New: func() caddy.Module { return new(API) },
+	}
+}
+
+// Provision connects the handler to the vault app.
+func (h *API) Provision(ctx caddy.Context) error {
+	h.logger = ctx.Logger()
+	appIface, err := ctx.App("vault")
+	if err != nil {
+		return err
+	}
+	h.app = appIface.(*App)
+	h.store = h.app.Store()
+	h.headers = newVaultHeaders(h.app.HeaderPrefix)
+	h.routes = newRouter(h.apiRoutes())
+	return nil
+}
+
+// vaultHeaders are the vault's header names under the configured prefix.
+type vaultHeaders struct {
+	apiKey  string
+	traceID string
+}
+
+func newVaultHeaders(prefix string) vaultHeaders {
+	return vaultHeaders{
+		apiKey:  http.CanonicalHeaderKey(prefix + "-API-KEY"),
+		traceID: http.CanonicalHeaderKey(prefix + "-TRACE-ID"),
+	}
+}
+
+// call is one request on its way through a route.
+type call struct {
+	w         http.ResponseWriter
+	r         *http.Request
+	params    map[string]string
+	principal *vaultstore.Principal
+	store     *vaultstore.Store
+}
+
+func (c *call) ctx() context.Context { return c.r.Context() }
+
+func (c *call) tenantID() string { return c.principal.Tenant.ID }
+
+func (c *call) actorID() string { return c.principal.Application.ID }
+
+// decode reads the JSON body into v under the vault's input rules.
+func (c *call) decode(v any) error {
+	body, err := strictjson.ReadBody(c.r.Body, maxBodyBytes)
+	if err != nil {
+		return err
+	}
+	return strictjson.Decode(body, v, strictjson.DefaultLimits)
+}
+
+var traceIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+
+// ServeHTTP routes, authenticates, authorizes and runs one API call.
+// Every failure becomes an application/problem+json response here.
+func (h *API) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
+	traceID := r.Header.Get(h.headers.traceID)
+	if !traceIDPattern.MatchString(traceID) {
+		traceID = uuid.NewString()
+	}
+	w.Header().Set(h.headers.traceID, traceID)
+	if extra, ok := r.Context().Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields); ok {
+		extra.Add(zap.String("trace_id", traceID))
+	}
+	if err := h.serve(w, r); err != nil {
+		writeProblem(w, h.logger, traceID, err)
+	}
+	return nil
+}
+
+func (h *API) serve(w http.ResponseWriter, r *http.Request) error {
+	rt, params, err := h.routes.match(r.Method, r.URL.Path)
+	if err != nil {
+		return err
+	}
+	p, err := h.authenticate(r)
+	if err != nil {
+		return err
+	}
+	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
+		repl.Set("http.auth.user.id", p.Application.ID) // the access log's user_id
+	}
+	if rt.perm != "" && !p.Application.Can(rt.perm) {
+		return vaultstore.ErrForbidden
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
+	return rt.handle(&call{w: w, r: r, params: params, principal: p, store: h.store})
+}
+
+// authenticate resolves the request's API key.
+func (h *API) authenticate(r *http.Request) (*vaultstore.Principal, error) {
+	key := r.Header.Get(h.headers.apiKey)
+	if key == "" {
+		return nil, vaultstore.ErrUnauthenticated
+	}
+	return h.store.Authenticate(r.Context(), key)
+}
+
+// apiRoutes is the API's route table.
+func (h *API) apiRoutes() []route {
+	return []route{
+		{http.MethodGet, "/tenants/self", "tenant:read", getTenant},
+		{http.MethodPut, "/tenants/self", "tenant:update", updateTenant},
+		{http.MethodDelete, "/tenants/self", "tenant:delete", deleteTenant},
+
+		{http.MethodGet, "/applications", "application:read", listApplications},
+		{http.MethodPost, "/applications", "application:create", createApplication},
+		{http.MethodGet, "/applications/key", "", getCallingApplication},
+		{http.MethodGet, "/applications/{id}", "application:read", getApplication},
+		{http.MethodPut, "/applications/{id}", "application:update", updateApplication},
+		{http.MethodDelete, "/applications/{id}", "application:delete", deleteApplication},
+		{http.MethodGet, "/applications/{id}/keys", "application:read", listKeys},
+		{http.MethodPost, "/applications/{id}/keys", "application:update", createKey},
+		{http.MethodDelete, "/applications/{id}/keys/{key_id}", "application:update", deleteKey},
+
+		{http.MethodGet, "/permissions", "", listPermissions},
+	}
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner           = (*API)(nil)
+	_ caddyhttp.MiddlewareHandler = (*API)(nil)
+)

@@ -1,0 +1,249 @@
+// Package caddymodule plugs the vault into Caddy: the vault app, the
+// vault_api handler, the operator's admin routes and CLI, and their
+// Caddyfile syntax. The vault's rules live in vaultstore; this package
+// only adapts them to HTTP and to Caddy's lifecycle.
+package caddymodule
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
+
+	"github.com/tokenvault/tokenvault/vaultstore"
+)
+
+func init() {
+	caddy.RegisterModule(App{})
+}
+
+// stores holds each open store once per process, keyed by its absolute
+// directory: Caddy starts a new config before it stops the old one, and
+// Badger cannot open a directory twice.
+var stores = caddy.NewUsagePool()
+
+// App is the vault: it opens the store once per process and holds the
+// settings the vault's handlers share. Handlers reach it with
+// ctx.App("vault").
+type App struct {
+	// Storage is the directory of the vault's database. Default: the
+	// "vault" folder in Caddy's data directory.
+	Storage string `json:"storage,omitempty"`
+
+	// MasterKey is the base64 encoding of the 32-byte master key that
+	// wraps every tenant's data key. It must be a placeholder, such as
+	// {env.TOKENVAULT_MASTER_KEY} or {file./run/secrets/master_key}, so the
+	// key never appears in the adapted configuration.
+	MasterKey string `json:"master_key,omitempty"`
+
+	// MasterKeyFile is a file holding the base64 master key, created with
+	// mode 0600 and a fresh key on first start if it does not exist. Meant
+	// for trying the vault out: production keys belong in a secret store.
+	// It must not be inside Storage.
+	MasterKeyFile string `json:"master_key_file,omitempty"`
+
+	// SyncWrites makes every acknowledged write durable against power loss.
+	// Default: true.
+	SyncWrites *bool `json:"sync_writes,omitempty"`
+
+	// HeaderPrefix prefixes the vault's HTTP headers ("SVC" gives
+	// SVC-API-KEY) and, lower-cased, the proxy key query parameter.
+	// "BT" lets existing clients of this interface work unchanged.
+	// Default: SVC.
+	HeaderPrefix string `json:"header_prefix,omitempty"`
+
+	store   *vaultstore.Store
+	poolKey string
+	logger  *zap.Logger
+}
+
+// CaddyModule returns the Caddy module information.
+func (App) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "vault",
+		New: func() caddy.Module { return new(App) },
+	}
+}
+
+var headerPrefixPattern = regexp.MustCompile(`^[A-Za-z0-9]+(-[A-Za-z0-9]+)*$`)
+
+// Provision opens (or shares) the store.
+func (a *App) Provision(ctx caddy.Context) error {
+	a.logger = ctx.Logger()
+	if a.HeaderPrefix == "" {
+		a.HeaderPrefix = "SVC"
+	}
+	if a.Storage == "" {
+		a.Storage = filepath.Join(caddy.AppDataDir(), "vault")
+	}
+	if a.SyncWrites == nil {
+		on := true
+		a.SyncWrites = &on
+	}
+	if err := a.Validate(); err != nil {
+		return err
+	}
+	dir, err := filepath.Abs(a.Storage)
+	if err != nil {
+		return fmt.Errorf("storage: %w", err)
+	}
+	key, err := a.loadMasterKey(dir)
+	if err != nil {
+		return err
+	}
+	defer clear(key)
+	val, loaded, err := stores.LoadOrNew(dir, func() (caddy.Destructor, error) {
+		s, err := vaultstore.Open(vaultstore.Options{
+			Dir:        dir,
+			MasterKey:  key,
+			SyncWrites: *a.SyncWrites,
+			Logger:     a.logger.Named("store"),
+		})
+		if err != nil {
+			return nil, err
+		}
+		return pooledStore{s, *a.SyncWrites}, nil
+	})
+	if err != nil {
+		return fmt.Errorf("opening vault storage: %w", err)
+	}
+	a.poolKey = dir
+	ps := val.(pooledStore)
+	a.store = ps.Store
+	if loaded {
+		if !a.store.MasterKeyMatches(key) {
+			return errors.New("the master key differs from the one the running store was opened with; restart Caddy to change it")
+		}
+		if ps.syncWrites != *a.SyncWrites {
+			a.logger.Warn("sync_writes changes take effect on restart", zap.Bool("in_effect", ps.syncWrites))
+		}
+	}
+	return nil
+}
+
+// Validate checks the configuration without side effects.
+func (a *App) Validate() error {
+	if !headerPrefixPattern.MatchString(a.HeaderPrefix) {
+		return fmt.Errorf("header_prefix: %q is not a valid header name prefix", a.HeaderPrefix)
+	}
+	switch {
+	case a.MasterKey == "" && a.MasterKeyFile == "":
+		return errors.New("master_key or master_key_file is required")
+	case a.MasterKey != "" && a.MasterKeyFile != "":
+		return errors.New("master_key and master_key_file are mutually exclusive")
+	case a.MasterKey != "" && !isPlaceholder(a.MasterKey):
+		return errors.New("master_key must be a placeholder such as {env.TOKENVAULT_MASTER_KEY} or {file./run/secrets/master_key}, never the key itself")
+	}
+	return nil
+}
+
+func isPlaceholder(s string) bool {
+	s = strings.TrimSpace(s)
+	return strings.HasPrefix(s, "{") && strings.HasSuffix(s, "}")
+}
+
+// loadMasterKey resolves the master key from its placeholder or file.
+func (a *App) loadMasterKey(storageDir string) ([]byte, error) {
+	var encoded string
+	if a.MasterKey != "" {
+		encoded = caddy.NewReplacer().ReplaceAll(a.MasterKey, "")
+		if encoded == "" {
+			return nil, errors.New("master_key: the placeholder resolved to nothing")
+		}
+	} else {
+		path, err := filepath.Abs(a.MasterKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("master_key_file: %w", err)
+		}
+		if rel, err := filepath.Rel(storageDir, path); err == nil && !strings.HasPrefix(rel, "..") {
+			return nil, errors.New("master_key_file must not be inside the storage directory: a copy of the data would carry its key")
+		}
+		if encoded, err = a.readOrCreateKeyFile(path); err != nil {
+			return nil, fmt.Errorf("master_key_file: %w", err)
+		}
+	}
+	key, err := base64.StdEncoding.DecodeString(strings.TrimSpace(encoded))
+	if err != nil {
+		return nil, errors.New("master key: not valid base64")
+	}
+	if len(key) != vaultstore.MasterKeySize {
+		return nil, fmt.Errorf("master key: must decode to %d bytes, got %d", vaultstore.MasterKeySize, len(key))
+	}
+	return key, nil
+}
+
+func (a *App) readOrCreateKeyFile(path string) (string, error) {
+	raw, err := os.ReadFile(path)
+	if err == nil {
+		return string(raw), nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return "", err
+	}
+	key := make([]byte, vaultstore.MasterKeySize)
+	rand.Read(key)
+	encoded := base64.StdEncoding.EncodeToString(key)
+	clear(key)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return "", err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return "", err
+	}
+	if _, err := f.WriteString(encoded + "\n"); err != nil {
+		f.Close()
+		return "", err
+	}
+	if err := f.Close(); err != nil {
+		return "", err
+	}
+	a.logger.Warn("created a new master key file; production keys belong in a secret store, given as a {env.*} or {file.*} placeholder in master_key",
+		zap.String("path", path))
+	return encoded, nil
+}
+
+// Start implements caddy.App.
+func (a *App) Start() error { return nil }
+
+// Stop implements caddy.App.
+func (a *App) Stop() error { return nil }
+
+// Cleanup releases this config's reference to the store; the last one
+// closes it.
+func (a *App) Cleanup() error {
+	if a.poolKey == "" {
+		return nil
+	}
+	_, err := stores.Delete(a.poolKey)
+	a.poolKey, a.store = "", nil
+	return err
+}
+
+// Store returns the vault's store.
+func (a *App) Store() *vaultstore.Store { return a.store }
+
+// pooledStore is the store as held in the usage pool.
+type pooledStore struct {
+	*vaultstore.Store
+	syncWrites bool
+}
+
+// Destruct closes the store when its last config is gone.
+func (p pooledStore) Destruct() error { return p.Close() }
+
+// Interface guards
+var (
+	_ caddy.App          = (*App)(nil)
+	_ caddy.Provisioner  = (*App)(nil)
+	_ caddy.Validator    = (*App)(nil)
+	_ caddy.CleanerUpper = (*App)(nil)
+	_ caddy.Destructor   = pooledStore{}
+)

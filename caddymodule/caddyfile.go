@@ -1,0 +1,111 @@
+package caddymodule
+
+import (
+	"strconv"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+)
+
+func init() {
+	httpcaddyfile.RegisterGlobalOption("vault", parseGlobalVault)
+	httpcaddyfile.RegisterHandlerDirective("vault_api", parseVaultAPI)
+	// after respond and reverse_proxy, so a site can still answer its own paths beside the API
+	httpcaddyfile.RegisterDirectiveOrder("vault_api", httpcaddyfile.Before, "file_server")
+}
+
+// parseGlobalVault sets up the vault app from the global option.
+func parseGlobalVault(d *caddyfile.Dispenser, existing any) (any, error) {
+	app := new(App)
+	if existing != nil {
+		return nil, d.Err("the vault global option may appear only once")
+	}
+	if err := app.UnmarshalCaddyfile(d); err != nil {
+		return nil, err
+	}
+	return httpcaddyfile.App{Name: "vault", Value: caddyconfig.JSON(app, nil)}, nil
+}
+
+// UnmarshalCaddyfile sets up the vault app from Caddyfile tokens. Syntax:
+//
+//	vault {
+//	    storage         <directory>
+//	    master_key      <{env.NAME} or {file.PATH} placeholder>
+//	    master_key_file <path>
+//	    sync_writes     on|off
+//	    header_prefix   <prefix>
+//	}
+func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // option name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	for d.NextBlock(0) {
+		option := d.Val()
+		var value string
+		if !d.Args(&value) || d.NextArg() {
+			return d.ArgErr()
+		}
+		switch option {
+		case "storage":
+			a.Storage = value
+		case "master_key":
+			a.MasterKey = value
+		case "master_key_file":
+			a.MasterKeyFile = value
+		case "header_prefix":
+			a.HeaderPrefix = value
+		case "sync_writes":
+			on, err := parseOnOff(value)
+			if err != nil {
+				return d.Errf("sync_writes: %v", err)
+			}
+			a.SyncWrites = &on
+		default:
+			return d.Errf("unrecognized vault option %q", option)
+		}
+	}
+	return nil
+}
+
+func parseOnOff(v string) (bool, error) {
+	switch v {
+	case "on":
+		return true, nil
+	case "off":
+		return false, nil
+	}
+	return strconv.ParseBool(v)
+}
+
+// parseVaultAPI sets up the vault_api handler.
+func parseVaultAPI(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	api := new(API)
+	err := api.UnmarshalCaddyfile(h.Dispenser)
+	return api, err
+}
+
+// UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
+//
+//	vault_api
+//
+// The handler answers every request that reaches it with the vault's REST
+// API; the vault app's global option configures it.
+func (h *API) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // directive name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	if d.NextBlock(0) {
+		return d.Errf("vault_api takes no options")
+	}
+	return nil
+}
+
+// Interface guards
+var (
+	_ caddyfile.Unmarshaler = (*App)(nil)
+	_ caddyfile.Unmarshaler = (*API)(nil)
+)

@@ -1,0 +1,100 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2"
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+)
+
+// xcaddyManifest is the part of xcaddy.json the build relies on.
+type xcaddyManifest struct {
+	CaddyVersion string `json:"caddy_version"`
+	Plugins      []struct {
+		ModulePath string `json:"module_path"`
+	} `json:"plugins"`
+	Project struct {
+		MainPackage    string   `json:"main_package"`
+		ExpectModules  []string `json:"expect_modules"`
+		ExpectCommands []string `json:"expect_commands"`
+	} `json:"x_tokenvault"`
+}
+
+// TestXcaddyManifest keeps xcaddy.json true to go.mod, to the custom
+// main package and to the modules this package registers.
+func TestXcaddyManifest(t *testing.T) {
+	raw, err := os.ReadFile("../xcaddy.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m xcaddyManifest
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatalf("xcaddy.json: %v", err)
+	}
+
+	gomod, err := os.ReadFile("../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var caddyVersion string
+	if match := regexp.MustCompile(`(?m)^\s*github\.com/caddyserver/caddy/v2 (v\S+)`).FindSubmatch(gomod); match != nil {
+		caddyVersion = string(match[1])
+	}
+	if m.CaddyVersion != caddyVersion {
+		t.Errorf("caddy_version %q, go.mod has %q", m.CaddyVersion, caddyVersion)
+	}
+
+	mainFile := filepath.Join("..", m.Project.MainPackage, "main.go")
+	f, err := parser.ParseFile(token.NewFileSet(), mainFile, nil, parser.ImportsOnly)
+	if err != nil {
+		t.Fatalf("parsing %s: %v", mainFile, err)
+	}
+	var imports []string
+	for _, imp := range f.Imports {
+		p, _ := strconv.Unquote(imp.Path.Value)
+		imports = append(imports, p)
+	}
+	want := []string{"github.com/caddyserver/caddy/v2/modules/standard"}
+	for _, p := range m.Plugins {
+		want = append(want, p.ModulePath+"/caddymodule")
+	}
+	for _, w := range want {
+		if !slices.Contains(imports, w) {
+			t.Errorf("%s does not import %s", mainFile, w)
+		}
+	}
+
+	if len(m.Project.ExpectModules) == 0 {
+		t.Error("expect_modules is empty")
+	}
+	for _, id := range m.Project.ExpectModules {
+		if _, err := caddy.GetModule(id); err != nil {
+			t.Errorf("module %s is not registered: %v", id, err)
+		}
+	}
+	ours := reflect.TypeOf(App{}).PkgPath()
+	for _, id := range caddy.Modules() {
+		info, _ := caddy.GetModule(id)
+		typ := reflect.TypeOf(info.New())
+		if typ.Kind() == reflect.Pointer {
+			typ = typ.Elem()
+		}
+		if typ.PkgPath() == ours && !slices.Contains(m.Project.ExpectModules, id) {
+			t.Errorf("module %s is registered but missing from expect_modules", id)
+		}
+	}
+	for _, name := range m.Project.ExpectCommands {
+		if _, ok := caddycmd.Commands()[name]; !ok {
+			t.Errorf("command %s is not registered", name)
+		}
+	}
+}

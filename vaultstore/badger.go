@@ -1,0 +1,214 @@
+package vaultstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+	"go.uber.org/zap"
+)
+
+// ErrLocked reports that another process holds the storage directory.
+var ErrLocked = errors.New("storage directory is locked by another process")
+
+// conflictRetries bounds how often a transaction that lost a write
+// conflict is run again before the conflict is returned to the caller.
+const conflictRetries = 8
+
+// gcInterval is how often value-log garbage collection runs.
+const gcInterval = 5 * time.Minute
+
+// badgerKV is the embedded single-node KV on Badger.
+type badgerKV struct {
+	db     *badger.DB
+	logger *zap.Logger
+	stop   chan struct{}
+	wg     sync.WaitGroup
+}
+
+// badgerOptions are the Badger settings the vault exposes.
+type badgerOptions struct {
+	dir        string
+	syncWrites bool
+	logger     *zap.Logger
+}
+
+func openBadger(o badgerOptions) (*badgerKV, error) {
+	opts := badger.DefaultOptions(o.dir).
+		WithSyncWrites(o.syncWrites).
+		WithNumVersionsToKeep(1).
+		WithLogger(badgerLogger{o.logger.Sugar()}).
+		WithMetricsEnabled(false)
+	db, err := badger.Open(opts)
+	if err != nil {
+		if strings.Contains(err.Error(), "Cannot acquire directory lock") {
+			return nil, fmt.Errorf("opening %s: %w", o.dir, ErrLocked)
+		}
+		return nil, fmt.Errorf("opening badger in %s: %w", o.dir, err)
+	}
+	kv := &badgerKV{db: db, logger: o.logger, stop: make(chan struct{})}
+	kv.wg.Add(1)
+	go kv.gcLoop()
+	return kv, nil
+}
+
+func (kv *badgerKV) gcLoop() {
+	defer kv.wg.Done()
+	t := time.NewTicker(gcInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-kv.stop:
+			return
+		case <-t.C:
+			kv.runGC()
+		}
+	}
+}
+
+// runGC rewrites value-log files until Badger finds nothing worth rewriting.
+func (kv *badgerKV) runGC() {
+	for i := 0; i < 100; i++ {
+		if err := kv.db.RunValueLogGC(0.5); err != nil {
+			if !errors.Is(err, badger.ErrNoRewrite) && !errors.Is(err, badger.ErrRejected) {
+				kv.logger.Warn("value log gc failed", zap.Error(err))
+			}
+			return
+		}
+	}
+}
+
+func (kv *badgerKV) View(ctx context.Context, fn func(Reader) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return kv.db.View(func(txn *badger.Txn) error { return fn(badgerTxn{txn}) })
+}
+
+func (kv *badgerKV) Update(ctx context.Context, fn func(Writer) error) error {
+	var err error
+	for attempt := 0; attempt < conflictRetries; attempt++ {
+		if err = ctx.Err(); err != nil {
+			return err
+		}
+		err = kv.db.Update(func(txn *badger.Txn) error { return fn(badgerTxn{txn}) })
+		if !errors.Is(err, badger.ErrConflict) {
+			return err
+		}
+		backoff := time.Duration(rand.Int64N(int64(time.Millisecond) << attempt))
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+	}
+	return fmt.Errorf("transaction kept conflicting: %w", err)
+}
+
+func (kv *badgerKV) DeletePrefix(ctx context.Context, prefix []byte) error {
+	const batch = 1000
+	for {
+		var keys [][]byte
+		err := kv.View(ctx, func(r Reader) error {
+			return r.Scan(prefix, nil, func(k, _ []byte) error {
+				keys = append(keys, k)
+				if len(keys) == batch {
+					return ErrStopScan
+				}
+				return nil
+			})
+		})
+		if err != nil {
+			return err
+		}
+		if len(keys) == 0 {
+			return nil
+		}
+		if err := kv.Update(ctx, func(w Writer) error {
+			for _, k := range keys {
+				if err := w.Delete(k); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+}
+
+func (kv *badgerKV) Close() error {
+	close(kv.stop)
+	kv.wg.Wait()
+	return kv.db.Close()
+}
+
+// badgerTxn adapts a Badger transaction to Reader and Writer.
+type badgerTxn struct{ txn *badger.Txn }
+
+func (t badgerTxn) Get(key []byte) ([]byte, error) {
+	item, err := t.txn.Get(key)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	return item.ValueCopy(nil)
+}
+
+func (t badgerTxn) Scan(prefix, after []byte, fn func(key, value []byte) error) error {
+	opts := badger.DefaultIteratorOptions
+	opts.Prefix = prefix
+	it := t.txn.NewIterator(opts)
+	defer it.Close()
+	start := prefix
+	if after != nil {
+		start = append(append([]byte{}, after...), 0)
+	}
+	for it.Seek(start); it.ValidForPrefix(prefix); it.Next() {
+		item := it.Item()
+		v, err := item.ValueCopy(nil)
+		if err != nil {
+			return err
+		}
+		if err := fn(item.KeyCopy(nil), v); err != nil {
+			if errors.Is(err, ErrStopScan) {
+				return nil
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+func (t badgerTxn) Put(key, value []byte, ttl time.Duration) error {
+	e := badger.NewEntry(key, value)
+	if ttl > 0 {
+		e = e.WithTTL(ttl)
+	}
+	return t.txn.SetEntry(e)
+}
+
+func (t badgerTxn) Delete(key []byte) error { return t.txn.Delete(key) }
+
+// badgerLogger routes Badger's logging into zap, with its chatty
+// informational lines at debug level.
+type badgerLogger struct{ s *zap.SugaredLogger }
+
+func (l badgerLogger) Errorf(f string, a ...any)   { l.s.Errorf(strings.TrimSpace(f), a...) }
+func (l badgerLogger) Warningf(f string, a ...any) { l.s.Warnf(strings.TrimSpace(f), a...) }
+func (l badgerLogger) Infof(f string, a ...any)    { l.s.Debugf(strings.TrimSpace(f), a...) }
+func (l badgerLogger) Debugf(f string, a ...any)   { l.s.Debugf(strings.TrimSpace(f), a...) }
+
+// Interface guards
+var (
+	_ KV            = (*badgerKV)(nil)
+	_ Writer        = badgerTxn{}
+	_ badger.Logger = badgerLogger{}
+)

@@ -1,0 +1,138 @@
+package vaultstore
+
+import (
+	"crypto/cipher"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"sync"
+)
+
+// tenantKeys holds a tenant's unwrapped data keys by version; new values
+// are sealed under current.
+type tenantKeys struct {
+	current uint32
+	aeads   map[uint32]cipher.AEAD
+}
+
+// keyring unwraps tenant data keys with the master key and caches them.
+// A cached entry is only ever made from committed data.
+type keyring struct {
+	master cipher.AEAD
+	mu     sync.RWMutex
+	cache  map[string]*tenantKeys
+}
+
+func newKeyring(masterKey []byte) (*keyring, error) {
+	aead, err := newAEAD(masterKey)
+	if err != nil {
+		return nil, fmt.Errorf("master key: %w", err)
+	}
+	return &keyring{master: aead, cache: make(map[string]*tenantKeys)}, nil
+}
+
+func dataKeyAAD(tenantID string, version uint32) []byte {
+	return []byte("dek|" + tenantID + "|" + strconv.FormatUint(uint64(version), 10))
+}
+
+// create makes version 1 of a new tenant's data key and writes it wrapped.
+func (k *keyring) create(w Writer, tenantID string) (*tenantKeys, error) {
+	const version = 1
+	raw := randomBytes(MasterKeySize)
+	aead, err := newAEAD(raw)
+	if err != nil {
+		return nil, err
+	}
+	wrapped, err := seal(k.master, version, raw, dataKeyAAD(tenantID, version))
+	if err != nil {
+		return nil, err
+	}
+	if err := w.Put(dataKeyKey(tenantID, version), wrapped, 0); err != nil {
+		return nil, err
+	}
+	return &tenantKeys{current: version, aeads: map[uint32]cipher.AEAD{version: aead}}, nil
+}
+
+// forTenant returns the tenant's data keys, unwrapping them on first use.
+func (k *keyring) forTenant(r Reader, tenantID string) (*tenantKeys, error) {
+	k.mu.RLock()
+	tk := k.cache[tenantID]
+	k.mu.RUnlock()
+	if tk != nil {
+		return tk, nil
+	}
+	tk = &tenantKeys{aeads: make(map[uint32]cipher.AEAD)}
+	prefix := dataKeyPrefix(tenantID)
+	err := r.Scan(prefix, nil, func(key, wrapped []byte) error {
+		version, err := sealedVersion(wrapped)
+		if err != nil {
+			return err
+		}
+		raw, err := open(k.master, wrapped, dataKeyAAD(tenantID, version))
+		if err != nil {
+			return fmt.Errorf("unwrapping data key: %w", err)
+		}
+		aead, err := newAEAD(raw)
+		if err != nil {
+			return err
+		}
+		tk.aeads[version] = aead
+		tk.current = max(tk.current, version)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(tk.aeads) == 0 {
+		return nil, ErrNotFound
+	}
+	k.remember(tenantID, tk)
+	return tk, nil
+}
+
+func (k *keyring) remember(tenantID string, tk *tenantKeys) {
+	k.mu.Lock()
+	k.cache[tenantID] = tk
+	k.mu.Unlock()
+}
+
+// forget drops a tenant's keys from memory (after the tenant is deleted).
+func (k *keyring) forget(tenantID string) {
+	k.mu.Lock()
+	delete(k.cache, tenantID)
+	k.mu.Unlock()
+}
+
+func recordAAD(kind, tenantID, id string) []byte {
+	return []byte(kind + "|" + tenantID + "|" + id)
+}
+
+// sealRecord stores v as JSON sealed under the tenant's current data key,
+// bound to its kind, tenant and id so it cannot be moved to another record.
+func (tk *tenantKeys) sealRecord(kind, tenantID, id string, v any) ([]byte, error) {
+	plain, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("encoding %s: %w", kind, err)
+	}
+	return seal(tk.aeads[tk.current], tk.current, plain, recordAAD(kind, tenantID, id))
+}
+
+// openRecord reverses sealRecord into v.
+func (tk *tenantKeys) openRecord(kind, tenantID, id string, sealed []byte, v any) error {
+	version, err := sealedVersion(sealed)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", kind, id, err)
+	}
+	aead := tk.aeads[version]
+	if aead == nil {
+		return fmt.Errorf("%s %s: no data key version %d: %w", kind, id, version, ErrIntegrity)
+	}
+	plain, err := open(aead, sealed, recordAAD(kind, tenantID, id))
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", kind, id, err)
+	}
+	if err := json.Unmarshal(plain, v); err != nil {
+		return fmt.Errorf("decoding %s %s: %w", kind, id, err)
+	}
+	return nil
+}

@@ -1,0 +1,157 @@
+package vaultstore
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// Application types.
+const (
+	AppPrivate    = "private"
+	AppPublic     = "public"
+	AppManagement = "management"
+)
+
+// Transforms an access rule applies to token data returned to a caller.
+const (
+	TransformReveal = "reveal"
+	TransformMask   = "mask"
+	TransformRedact = "redact"
+)
+
+// permissionsByType lists what each application type may be granted.
+var permissionsByType = map[string][]string{
+	AppPublic: {"token:create", "token:update"},
+	AppPrivate: {
+		"token:create", "token:read", "token:update", "token:delete", "token:use", "token:search",
+		"reactor:invoke",
+	},
+	AppManagement: {
+		"tenant:read", "tenant:update", "tenant:delete", "report:read", "log:read",
+		"application:create", "application:read", "application:update", "application:delete",
+		"proxy:create", "proxy:read", "proxy:update", "proxy:delete",
+		"reactor:create", "reactor:read", "reactor:update", "reactor:delete",
+	},
+}
+
+// PermissionsFor returns every permission an application of appType may
+// hold, sorted; nil for an unknown type.
+func PermissionsFor(appType string) []string {
+	p := slices.Clone(permissionsByType[appType])
+	sort.Strings(p)
+	return p
+}
+
+// AccessRule grants permissions on a container and its sub-containers,
+// with the transform applied to token data returned under it. Rules are
+// evaluated by ascending priority; the first that matches wins.
+type AccessRule struct {
+	Description string   `json:"description,omitempty"`
+	Priority    int      `json:"priority"`
+	Container   string   `json:"container"`
+	Transform   string   `json:"transform"`
+	Permissions []string `json:"permissions"`
+}
+
+var containerPattern = regexp.MustCompile(`^/(?:[a-z0-9_-]+/)*$`)
+
+// NormalizeContainer lower-cases a container path and reports whether it
+// is well formed: it starts and ends with "/" and its segments are made
+// of a-z, 0-9, "_" and "-".
+func NormalizeContainer(c string) (string, bool) {
+	c = strings.ToLower(c)
+	return c, containerPattern.MatchString(c)
+}
+
+// containerCovers reports whether a rule on parent applies to container.
+func containerCovers(parent, container string) bool {
+	return strings.HasPrefix(container, parent)
+}
+
+// Can reports whether the application holds perm at all, directly or
+// through any access rule.
+func (a *Application) Can(perm string) bool {
+	if slices.Contains(a.Permissions, perm) {
+		return true
+	}
+	for _, r := range a.Rules {
+		if slices.Contains(r.Permissions, perm) {
+			return true
+		}
+	}
+	return false
+}
+
+// Authorize decides a token operation on a container: it returns the
+// transform for data the caller gets back, or ErrForbidden. With access
+// rules the first rule by priority that covers the container and grants
+// perm decides; with plain permissions, token:use reveals and every other
+// permission masks.
+func (a *Application) Authorize(perm, container string) (string, error) {
+	if len(a.Rules) == 0 {
+		if !slices.Contains(a.Permissions, perm) {
+			return "", ErrForbidden
+		}
+		if perm == "token:use" {
+			return TransformReveal, nil
+		}
+		return TransformMask, nil
+	}
+	for _, r := range a.Rules { // kept sorted by priority
+		if containerCovers(r.Container, container) && slices.Contains(r.Permissions, perm) {
+			return r.Transform, nil
+		}
+	}
+	return "", ErrForbidden
+}
+
+// validateGrants checks permissions and rules against the application
+// type, normalizing rule containers and sorting rules by priority.
+func validateGrants(appType string, perms []string, rules []AccessRule, v *ValidationError) {
+	allowed := permissionsByType[appType]
+	if allowed == nil {
+		return // the type error is reported on its own
+	}
+	check := func(field string, list []string) {
+		for i, p := range list {
+			if !slices.Contains(allowed, p) {
+				v.Add(fmt.Sprintf("%s[%d]", field, i), fmt.Sprintf("permission %q is not allowed for %s applications", p, appType))
+			}
+		}
+	}
+	check("permissions", perms)
+	if len(rules) > 0 && appType == AppManagement {
+		v.Add("rules", "management applications do not support access rules")
+		return
+	}
+	seen := map[int]bool{}
+	for i := range rules {
+		r := &rules[i]
+		field := fmt.Sprintf("rules[%d]", i)
+		if seen[r.Priority] {
+			v.Add(field+".priority", "priority must be unique")
+		}
+		seen[r.Priority] = true
+		c, ok := NormalizeContainer(r.Container)
+		if !ok {
+			v.Add(field+".container", "container must start and end with / and use only a-z, 0-9, _ and -")
+		}
+		r.Container = c
+		switch r.Transform {
+		case TransformReveal, TransformMask, TransformRedact:
+		default:
+			v.Add(field+".transform", "transform must be reveal, mask or redact")
+		}
+		if len(r.Permissions) == 0 {
+			v.Add(field+".permissions", "at least one permission is required")
+		}
+		check(field+".permissions", r.Permissions)
+		if len(r.Description) > 200 {
+			v.Add(field+".description", "must be at most 200 characters")
+		}
+	}
+	sort.SliceStable(rules, func(i, j int) bool { return rules[i].Priority < rules[j].Priority })
+}

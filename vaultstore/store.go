@@ -1,0 +1,128 @@
+package vaultstore
+
+import (
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Options configure Open.
+type Options struct {
+	// Dir is the storage directory; it is created if missing.
+	Dir string
+	// MasterKey wraps every tenant's data key; MasterKeySize bytes.
+	MasterKey []byte
+	// SyncWrites makes every committed write durable against power loss
+	// before it is acknowledged.
+	SyncWrites bool
+	// Logger receives the store's own log lines; nil discards them.
+	Logger *zap.Logger
+	// Now is the clock; nil means time.Now. Tests inject their own.
+	Now func() time.Time
+}
+
+// Store is the vault's state: tenants, applications, API keys and, in
+// later layers, tokens and proxies. It is safe for concurrent use.
+type Store struct {
+	kv       KV
+	keys     *keyring
+	keyCheck []byte
+	now      func() time.Time
+	logger   *zap.Logger
+	dir      string
+}
+
+// Open checks the master key against the directory and opens the store.
+// It refuses, without changing any file, a short key, the wrong key for an
+// existing store, a store of a newer format, an unwritable directory, or a
+// directory locked by another process.
+func Open(o Options) (*Store, error) {
+	if len(o.MasterKey) != MasterKeySize {
+		return nil, fmt.Errorf("master key must be %d bytes, got %d", MasterKeySize, len(o.MasterKey))
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	dir, err := filepath.Abs(o.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("storage directory: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating storage directory: %w", err)
+	}
+	if err := checkWritable(dir); err != nil {
+		return nil, err
+	}
+	if err := checkOrCreateMeta(dir, o.MasterKey, o.Now()); err != nil {
+		return nil, fmt.Errorf("storage directory %s: %w", dir, err)
+	}
+	keys, err := newKeyring(o.MasterKey)
+	if err != nil {
+		return nil, err
+	}
+	kv, err := openBadger(badgerOptions{dir: dir, syncWrites: o.SyncWrites, logger: o.Logger.Named("badger")})
+	if err != nil {
+		return nil, err
+	}
+	return &Store{kv: kv, keys: keys, keyCheck: keyCheck(o.MasterKey), now: o.Now, logger: o.Logger, dir: dir}, nil
+}
+
+// checkWritable fails when the directory does not accept new files; it
+// leaves no trace on success.
+func checkWritable(dir string) error {
+	f, err := os.CreateTemp(dir, ".writable-")
+	if err != nil {
+		return fmt.Errorf("storage directory %s is not writable: %w", dir, errors.Unwrap(err))
+	}
+	f.Close()
+	return os.Remove(f.Name())
+}
+
+// Dir returns the absolute storage directory.
+func (s *Store) Dir() string { return s.dir }
+
+// MasterKeyMatches reports whether key is the store's master key.
+func (s *Store) MasterKeyMatches(key []byte) bool {
+	return subtle.ConstantTimeCompare(keyCheck(key), s.keyCheck) == 1
+}
+
+// Close flushes and closes the store.
+func (s *Store) Close() error { return s.kv.Close() }
+
+// getSealed reads and opens a sealed record of a tenant.
+func (s *Store) getSealed(r Reader, tk *tenantKeys, kind, tenantID, id string, key []byte, v any) error {
+	raw, err := r.Get(key)
+	if err != nil {
+		return err
+	}
+	return tk.openRecord(kind, tenantID, id, raw, v)
+}
+
+// putSealed seals and writes a record of a tenant.
+func putSealed(w Writer, tk *tenantKeys, kind, tenantID, id string, key []byte, v any) error {
+	sealed, err := tk.sealRecord(kind, tenantID, id, v)
+	if err != nil {
+		return err
+	}
+	return w.Put(key, sealed, 0)
+}
+
+// tenantKeysFor loads the data keys of a tenant; a tenant without keys
+// does not exist.
+func (s *Store) tenantKeysFor(r Reader, tenantID string) (*tenantKeys, error) {
+	tk, err := s.keys.forTenant(r, tenantID)
+	if err != nil {
+		return nil, fmt.Errorf("tenant %s: %w", tenantID, err)
+	}
+	return tk, nil
+}
+
+func (s *Store) stampNow() *Timestamp { return stamp(s.now()) }

@@ -1,0 +1,69 @@
+package strictjson
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"testing/iotest"
+)
+
+func TestReadBody(t *testing.T) {
+	tests := []struct {
+		name    string
+		r       func() io.Reader
+		max     int64
+		want    string
+		tooBig  bool
+		readErr bool
+	}{
+		{name: "empty", r: func() io.Reader { return strings.NewReader("") }, max: 10, want: ""},
+		{name: "below max", r: func() io.Reader { return strings.NewReader("abc") }, max: 10, want: "abc"},
+		{name: "exactly max", r: func() io.Reader { return strings.NewReader("0123456789") }, max: 10, want: "0123456789"},
+		{name: "one over max", r: func() io.Reader { return strings.NewReader("0123456789x") }, max: 10, tooBig: true},
+		{name: "zero max empty", r: func() io.Reader { return strings.NewReader("") }, max: 0, want: ""},
+		{name: "zero max one byte", r: func() io.Reader { return strings.NewReader("x") }, max: 0, tooBig: true},
+		{name: "negative max", r: func() io.Reader { return strings.NewReader("x") }, max: -1, tooBig: true},
+		{name: "one byte reader", r: func() io.Reader { return iotest.OneByteReader(strings.NewReader(strings.Repeat("a", 5000))) }, max: 5000, want: strings.Repeat("a", 5000)},
+		{name: "one byte reader over", r: func() io.Reader { return iotest.OneByteReader(strings.NewReader(strings.Repeat("a", 5001))) }, max: 5000, tooBig: true},
+		{name: "data with EOF", r: func() io.Reader { return iotest.DataErrReader(strings.NewReader("abc")) }, max: 3, want: "abc"},
+		{name: "huge stream stops early", r: func() io.Reader { return io.LimitReader(zeros{}, 1<<40) }, max: 1 << 20, tooBig: true},
+		{name: "max bytes reader", r: func() io.Reader {
+			return http.MaxBytesReader(httptest.NewRecorder(), io.NopCloser(strings.NewReader(strings.Repeat("a", 100))), 50)
+		}, max: 1000, tooBig: true},
+		{name: "max bytes reader within", r: func() io.Reader {
+			return http.MaxBytesReader(httptest.NewRecorder(), io.NopCloser(strings.NewReader("abc")), 50)
+		}, max: 1000, want: "abc"},
+		{name: "read error", r: func() io.Reader { return iotest.TimeoutReader(bytes.NewReader(make([]byte, 600))) }, max: 1000, readErr: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ReadBody(tc.r(), tc.max)
+			switch {
+			case tc.tooBig:
+				if err != ErrTooLarge {
+					t.Fatalf("got %v, want ErrTooLarge", err)
+				}
+			case tc.readErr:
+				var e *Error
+				if !errors.As(err, &e) || e.Field != "body" || !errors.Is(err, iotest.ErrTimeout) {
+					t.Fatalf("got %v, want *Error wrapping ErrTimeout", err)
+				}
+			default:
+				if err != nil || string(got) != tc.want {
+					t.Fatalf("got %q, %v; want %q", got, err, tc.want)
+				}
+			}
+		})
+	}
+}
+
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}

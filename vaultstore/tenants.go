@@ -1,0 +1,295 @@
+package vaultstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+)
+
+// Tenant types.
+const (
+	TenantTest       = "test"
+	TenantProduction = "production"
+)
+
+// TenantSettingNames are the settings a tenant has; each holds "true" or
+// "false".
+var TenantSettingNames = []string{"deduplicate_tokens", "disable_ephemeral_proxy", "fingerprint_tokens"}
+
+// MaxNameLength bounds tenant, application and proxy names, in characters.
+const MaxNameLength = 200
+
+// Tenant is a logical group of applications and tokens, isolated from
+// every other tenant.
+type Tenant struct {
+	ID         string            `json:"id"`
+	Type       string            `json:"type"`
+	Name       string            `json:"name"`
+	Settings   map[string]string `json:"settings"`
+	Quotas     Quotas            `json:"quotas"`
+	CreatedAt  *Timestamp        `json:"created_at,omitempty"`
+	ModifiedBy string            `json:"modified_by,omitempty"`
+	ModifiedAt *Timestamp        `json:"modified_at,omitempty"`
+}
+
+// Quotas are a tenant's adjustable limits, set to the interface's
+// defaults when the tenant is created.
+type Quotas struct {
+	TokenizeLimit               int    `json:"tokenize_limit"`
+	DetokenizeLimit             int    `json:"detokenize_limit"`
+	CVCRetentionSeconds         int64  `json:"cvc_retention_seconds"`
+	LogRetentionSeconds         int64  `json:"log_retention_seconds"`
+	IncludedMonthlyActiveTokens int64  `json:"included_monthly_active_tokens"`
+	RateLimit                   string `json:"rate_limit"`
+}
+
+// DefaultQuotas are a new tenant's quotas.
+var DefaultQuotas = Quotas{
+	TokenizeLimit:               5,
+	DetokenizeLimit:             5,
+	CVCRetentionSeconds:         3600,
+	LogRetentionSeconds:         24 * 3600,
+	IncludedMonthlyActiveTokens: 1000,
+	RateLimit:                   "default",
+}
+
+// NewTenant is what an operator gives to create a tenant.
+type NewTenant struct {
+	Name string `json:"name"`
+	Type string `json:"type"`
+}
+
+// TenantUpdate is the body of PUT /tenants/self. Settings not named keep
+// their value.
+type TenantUpdate struct {
+	Name     string            `json:"name"`
+	Settings map[string]string `json:"settings"`
+}
+
+// CreatedTenant is a new tenant with its first management application and
+// that application's key, which is shown only this once.
+type CreatedTenant struct {
+	Tenant      *Tenant      `json:"tenant"`
+	Application *Application `json:"application"`
+	Key         string       `json:"key"`
+}
+
+func validateName(v *ValidationError, name string) {
+	switch n := utf8.RuneCountInString(name); {
+	case n == 0:
+		v.Add("name", "name is required")
+	case n > MaxNameLength:
+		v.Add("name", fmt.Sprintf("name must be at most %d characters", MaxNameLength))
+	}
+}
+
+// CreateTenant creates a tenant, its data key, and a management
+// application holding every management permission, with one key.
+func (s *Store) CreateTenant(ctx context.Context, in NewTenant) (*CreatedTenant, error) {
+	v := &ValidationError{}
+	validateName(v, in.Name)
+	if in.Type != TenantTest && in.Type != TenantProduction {
+		v.Add("type", "type must be test or production")
+	}
+	if err := v.OrNil(); err != nil {
+		return nil, err
+	}
+	now := s.stampNow()
+	t := &Tenant{
+		ID:        uuid.NewString(),
+		Type:      in.Type,
+		Name:      in.Name,
+		Settings:  map[string]string{},
+		Quotas:    DefaultQuotas,
+		CreatedAt: now,
+	}
+	for _, name := range TenantSettingNames {
+		t.Settings[name] = "false"
+	}
+	app := &Application{
+		ID:          uuid.NewString(),
+		TenantID:    t.ID,
+		Name:        "Management",
+		Type:        AppManagement,
+		Permissions: PermissionsFor(AppManagement),
+		CreatedAt:   now,
+	}
+	var key string
+	var tk *tenantKeys
+	err := s.kv.Update(ctx, func(w Writer) error {
+		var err error
+		if tk, err = s.keys.create(w, t.ID); err != nil {
+			return err
+		}
+		if err := putSealed(w, tk, "tenant", t.ID, t.ID, tenantKey(t.ID), t); err != nil {
+			return err
+		}
+		if err := putSealed(w, tk, "application", t.ID, app.ID, applicationKey(t.ID, app.ID), app); err != nil {
+			return err
+		}
+		key, _, err = s.issueKey(w, tk, t, app.ID, "")
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating tenant: %w", err)
+	}
+	s.keys.remember(t.ID, tk)
+	return &CreatedTenant{Tenant: t, Application: app, Key: key}, nil
+}
+
+// GetTenant returns a tenant by id.
+func (s *Store) GetTenant(ctx context.Context, id string) (*Tenant, error) {
+	if !isID(id) {
+		return nil, ErrNotFound
+	}
+	var t Tenant
+	err := s.kv.View(ctx, func(r Reader) error {
+		tk, err := s.tenantKeysFor(r, id)
+		if err != nil {
+			return err
+		}
+		return s.getSealed(r, tk, "tenant", id, id, tenantKey(id), &t)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+// ListTenants returns every tenant, oldest first.
+func (s *Store) ListTenants(ctx context.Context) ([]*Tenant, error) {
+	var out []*Tenant
+	err := s.kv.View(ctx, func(r Reader) error {
+		out = out[:0]
+		prefix := tenantPrefix()
+		return r.Scan(prefix, nil, func(key, raw []byte) error {
+			id := string(key[len(prefix):])
+			tk, err := s.tenantKeysFor(r, id)
+			if err != nil {
+				return err
+			}
+			var t Tenant
+			if err := tk.openRecord("tenant", id, id, raw, &t); err != nil {
+				return err
+			}
+			out = append(out, &t)
+			return nil
+		})
+	})
+	sort.SliceStable(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt.Time) })
+	return out, err
+}
+
+// UpdateTenant renames a tenant and changes the settings it names.
+func (s *Store) UpdateTenant(ctx context.Context, id, actorID string, in TenantUpdate) (*Tenant, error) {
+	v := &ValidationError{}
+	validateName(v, in.Name)
+	for name, value := range in.Settings {
+		if !isSettingName(name) {
+			v.Add("settings."+name, "unknown setting")
+		} else if value != "true" && value != "false" {
+			v.Add("settings."+name, `must be the string "true" or "false"`)
+		}
+	}
+	if err := v.OrNil(); err != nil {
+		return nil, err
+	}
+	var t Tenant
+	err := s.kv.Update(ctx, func(w Writer) error {
+		tk, err := s.tenantKeysFor(w, id)
+		if err != nil {
+			return err
+		}
+		if err := s.getSealed(w, tk, "tenant", id, id, tenantKey(id), &t); err != nil {
+			return err
+		}
+		t.Name = in.Name
+		for name, value := range in.Settings {
+			t.Settings[name] = value
+		}
+		t.ModifiedBy = actorID
+		t.ModifiedAt = s.stampNow()
+		return putSealed(w, tk, "tenant", id, id, tenantKey(id), &t)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+func isSettingName(name string) bool {
+	for _, n := range TenantSettingNames {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+// DeleteTenant destroys a tenant: its data keys, its API keys' index
+// entries and its record go in one transaction, so from that moment its
+// keys authenticate nothing and its sealed data cannot be opened; then its
+// remaining records are removed.
+func (s *Store) DeleteTenant(ctx context.Context, id string) error {
+	if !isID(id) {
+		return ErrNotFound
+	}
+	err := s.kv.Update(ctx, func(w Writer) error {
+		tk, err := s.tenantKeysFor(w, id)
+		if err != nil {
+			return err
+		}
+		var digests [][]byte
+		prefix := []byte(keyVersion + "t/" + id + "/appkey/")
+		err = w.Scan(prefix, nil, func(key, raw []byte) error {
+			var k apiKeyRecord
+			if err := tk.openRecord("apikey", id, lastSegment(key), raw, &k); err != nil {
+				return err
+			}
+			digests = append(digests, apiKeyIndexKey(k.Digest))
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, d := range digests {
+			if err := w.Delete(d); err != nil {
+				return err
+			}
+		}
+		var dataKeys [][]byte
+		if err := w.Scan(dataKeyPrefix(id), nil, func(key, _ []byte) error {
+			dataKeys = append(dataKeys, key)
+			return nil
+		}); err != nil {
+			return err
+		}
+		for _, k := range dataKeys {
+			if err := w.Delete(k); err != nil {
+				return err
+			}
+		}
+		return w.Delete(tenantKey(id))
+	})
+	if err != nil {
+		return err
+	}
+	s.keys.forget(id)
+	if err := s.kv.DeletePrefix(ctx, tenantDataPrefix(id)); err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("removing records of deleted tenant: %w", err)
+	}
+	return nil
+}
+
+func lastSegment(key []byte) string {
+	for i := len(key) - 1; i >= 0; i-- {
+		if key[i] == '/' {
+			return string(key[i+1:])
+		}
+	}
+	return string(key)
+}

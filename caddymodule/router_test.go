@@ -1,0 +1,63 @@
+package caddymodule
+
+import (
+	"errors"
+	"net/http"
+	"testing"
+)
+
+func TestRouterMatch(t *testing.T) {
+	noop := func(*call) error { return nil }
+	r := newRouter([]route{
+		{http.MethodGet, "/applications", "", noop},
+		{http.MethodPost, "/applications", "", noop},
+		{http.MethodGet, "/applications/{id}", "", noop},
+		{http.MethodGet, "/applications/key", "", noop},
+		{http.MethodDelete, "/applications/{id}/keys/{key_id}", "", noop},
+	})
+	tests := []struct {
+		method, path string
+		wantPattern  string
+		wantParams   map[string]string
+		wantStatus   int
+		wantAllow    []string
+	}{
+		{"GET", "/applications", "/applications", nil, 0, nil},
+		{"GET", "/applications/", "/applications", nil, 0, nil},
+		{"POST", "/applications/", "/applications", nil, 0, nil},
+		{"HEAD", "/applications", "/applications", nil, 0, nil},
+		{"GET", "/applications/key", "/applications/key", nil, 0, nil},
+		{"GET", "/applications/abc", "/applications/{id}", map[string]string{"id": "abc"}, 0, nil},
+		{"DELETE", "/applications/a/keys/b", "/applications/{id}/keys/{key_id}", map[string]string{"id": "a", "key_id": "b"}, 0, nil},
+		{"PATCH", "/applications", "", nil, http.StatusMethodNotAllowed, []string{"GET", "POST"}},
+		{"GET", "/nope", "", nil, http.StatusNotFound, nil},
+		{"GET", "/applications/a/keys", "", nil, http.StatusNotFound, nil},
+		{"GET", "/", "", nil, http.StatusNotFound, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
+			rt, params, err := r.match(tt.method, tt.path)
+			if tt.wantStatus != 0 {
+				var ae *apiError
+				if !errors.As(err, &ae) || ae.status != tt.wantStatus {
+					t.Fatalf("want status %d, got %v", tt.wantStatus, err)
+				}
+				if len(tt.wantAllow) != len(ae.allow) {
+					t.Fatalf("allow = %v, want %v", ae.allow, tt.wantAllow)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rt.pattern != tt.wantPattern {
+				t.Fatalf("matched %s, want %s", rt.pattern, tt.wantPattern)
+			}
+			for k, v := range tt.wantParams {
+				if params[k] != v {
+					t.Fatalf("param %s = %q, want %q", k, params[k], v)
+				}
+			}
+		})
+	}
+}

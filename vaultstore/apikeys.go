@@ -166,18 +166,14 @@ func (s *Store) CreateKey(ctx context.Context, tenantID, appID, actorID string) 
 	}
 	var issued *IssuedKey
 	err := s.kv.Update(ctx, func(w Writer) error {
-		tk, err := s.tenantKeysFor(w, tenantID)
+		tk, t, err := s.tenantForWrite(w, tenantID)
 		if err != nil {
 			return err
 		}
 		if _, err := w.Get(applicationKey(tenantID, appID)); err != nil {
 			return err
 		}
-		var t Tenant
-		if err := s.getSealed(w, tk, "tenant", tenantID, tenantID, tenantKey(tenantID), &t); err != nil {
-			return err
-		}
-		key, rec, err := s.issueKey(w, tk, &t, appID, actorID)
+		key, rec, err := s.issueKey(w, tk, t, appID, actorID)
 		if err != nil {
 			return err
 		}
@@ -223,7 +219,7 @@ func (s *Store) DeleteKey(ctx context.Context, tenantID, appID, keyID string) er
 		return ErrNotFound
 	}
 	return s.kv.Update(ctx, func(w Writer) error {
-		tk, err := s.tenantKeysFor(w, tenantID)
+		tk, _, err := s.tenantForWrite(w, tenantID)
 		if err != nil {
 			return err
 		}

@@ -43,8 +43,15 @@ func (in *ApplicationInput) validate(appType string) error {
 	if permissionsByType[appType] == nil {
 		v.Add("type", "type must be private, public or management")
 	}
-	in.Permissions = normalizePermissions(in.Permissions)
+	in.Rules = slices.Clone(in.Rules) // validateGrants normalizes; keep the caller's slices intact
+	for i := range in.Rules {
+		in.Rules[i].Permissions = slices.Clone(in.Rules[i].Permissions)
+	}
 	validateGrants(appType, in.Permissions, in.Rules, v)
+	in.Permissions = normalizePermissions(in.Permissions)
+	for i := range in.Rules {
+		in.Rules[i].Permissions = normalizePermissions(in.Rules[i].Permissions)
+	}
 	return v.OrNil()
 }
 
@@ -87,7 +94,7 @@ func (s *Store) CreateApplication(ctx context.Context, tenantID, actorID string,
 	var issued *IssuedKey
 	err := s.kv.Update(ctx, func(w Writer) error {
 		issued = nil
-		tk, err := s.tenantKeysFor(w, tenantID)
+		tk, t, err := s.tenantForWrite(w, tenantID)
 		if err != nil {
 			return err
 		}
@@ -97,11 +104,7 @@ func (s *Store) CreateApplication(ctx context.Context, tenantID, actorID string,
 		if in.CreateKey != nil && !*in.CreateKey {
 			return nil
 		}
-		var t Tenant
-		if err := s.getSealed(w, tk, "tenant", tenantID, tenantID, tenantKey(tenantID), &t); err != nil {
-			return err
-		}
-		key, rec, err := s.issueKey(w, tk, &t, app.ID, actorID)
+		key, rec, err := s.issueKey(w, tk, t, app.ID, actorID)
 		if err != nil {
 			return err
 		}
@@ -165,7 +168,7 @@ func (s *Store) UpdateApplication(ctx context.Context, tenantID, id, actorID str
 	}
 	var app Application
 	err := s.kv.Update(ctx, func(w Writer) error {
-		tk, err := s.tenantKeysFor(w, tenantID)
+		tk, _, err := s.tenantForWrite(w, tenantID)
 		if err != nil {
 			return err
 		}
@@ -194,7 +197,7 @@ func (s *Store) DeleteApplication(ctx context.Context, tenantID, id string) erro
 		return ErrNotFound
 	}
 	return s.kv.Update(ctx, func(w Writer) error {
-		tk, err := s.tenantKeysFor(w, tenantID)
+		tk, _, err := s.tenantForWrite(w, tenantID)
 		if err != nil {
 			return err
 		}

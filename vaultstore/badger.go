@@ -29,6 +29,9 @@ type badgerKV struct {
 	logger *zap.Logger
 	stop   chan struct{}
 	wg     sync.WaitGroup
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // badgerOptions are the Badger settings the vault exposes.
@@ -143,9 +146,12 @@ func (kv *badgerKV) DeletePrefix(ctx context.Context, prefix []byte) error {
 }
 
 func (kv *badgerKV) Close() error {
-	close(kv.stop)
-	kv.wg.Wait()
-	return kv.db.Close()
+	kv.closeOnce.Do(func() {
+		close(kv.stop)
+		kv.wg.Wait()
+		kv.closeErr = kv.db.Close()
+	})
+	return kv.closeErr
 }
 
 // badgerTxn adapts a Badger transaction to Reader and Writer.

@@ -18,9 +18,10 @@ type tenantKeys struct {
 // keyring unwraps tenant data keys with the master key and caches them.
 // A cached entry is only ever made from committed data.
 type keyring struct {
-	master cipher.AEAD
-	mu     sync.RWMutex
-	cache  map[string]*tenantKeys
+	master  cipher.AEAD
+	mu      sync.RWMutex
+	cache   map[string]*tenantKeys
+	deleted map[string]bool // tenant ids are never reused; a late reader must not cache them again
 }
 
 func newKeyring(masterKey []byte) (*keyring, error) {
@@ -28,7 +29,7 @@ func newKeyring(masterKey []byte) (*keyring, error) {
 	if err != nil {
 		return nil, fmt.Errorf("master key: %w", err)
 	}
-	return &keyring{master: aead, cache: make(map[string]*tenantKeys)}, nil
+	return &keyring{master: aead, cache: make(map[string]*tenantKeys), deleted: make(map[string]bool)}, nil
 }
 
 func dataKeyAAD(tenantID string, version uint32) []byte {
@@ -92,7 +93,9 @@ func (k *keyring) forTenant(r Reader, tenantID string) (*tenantKeys, error) {
 
 func (k *keyring) remember(tenantID string, tk *tenantKeys) {
 	k.mu.Lock()
-	k.cache[tenantID] = tk
+	if !k.deleted[tenantID] {
+		k.cache[tenantID] = tk
+	}
 	k.mu.Unlock()
 }
 
@@ -100,6 +103,7 @@ func (k *keyring) remember(tenantID string, tk *tenantKeys) {
 func (k *keyring) forget(tenantID string) {
 	k.mu.Lock()
 	delete(k.cache, tenantID)
+	k.deleted[tenantID] = true
 	k.mu.Unlock()
 }
 

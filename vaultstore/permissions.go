@@ -45,6 +45,16 @@ func PermissionsFor(appType string) []string {
 	return p
 }
 
+// isPermission reports whether p is a permission of any application type.
+func isPermission(p string) bool {
+	for _, perms := range permissionsByType {
+		if slices.Contains(perms, p) {
+			return true
+		}
+	}
+	return false
+}
+
 // AccessRule grants permissions on a container and its sub-containers,
 // with the transform applied to token data returned under it. Rules are
 // evaluated by ascending priority; the first that matches wins.
@@ -117,8 +127,12 @@ func validateGrants(appType string, perms []string, rules []AccessRule, v *Valid
 	}
 	check := func(field string, list []string) {
 		for i, p := range list {
-			if !slices.Contains(allowed, p) {
+			switch {
+			case slices.Contains(allowed, p):
+			case isPermission(p): // a known name is safe to repeat back
 				v.Add(fmt.Sprintf("%s[%d]", field, i), fmt.Sprintf("permission %q is not allowed for %s applications", p, appType))
+			default:
+				v.Add(fmt.Sprintf("%s[%d]", field, i), "unknown permission")
 			}
 		}
 	}

@@ -42,6 +42,9 @@ type Store struct {
 // existing store, a store of a newer format, an unwritable directory, or a
 // directory locked by another process.
 func Open(o Options) (*Store, error) {
+	if o.Dir == "" {
+		return nil, errors.New("storage directory is required")
+	}
 	if len(o.MasterKey) != MasterKeySize {
 		return nil, fmt.Errorf("master key must be %d bytes, got %d", MasterKeySize, len(o.MasterKey))
 	}
@@ -123,6 +126,21 @@ func (s *Store) tenantKeysFor(r Reader, tenantID string) (*tenantKeys, error) {
 		return nil, fmt.Errorf("tenant %s: %w", tenantID, err)
 	}
 	return tk, nil
+}
+
+// tenantForWrite loads a tenant's keys and record inside a write. Reading
+// the record makes the transaction conflict with a concurrent tenant
+// delete, so no write lands in a tenant that is being destroyed.
+func (s *Store) tenantForWrite(w Writer, tenantID string) (*tenantKeys, *Tenant, error) {
+	tk, err := s.tenantKeysFor(w, tenantID)
+	if err != nil {
+		return nil, nil, err
+	}
+	var t Tenant
+	if err := s.getSealed(w, tk, "tenant", tenantID, tenantID, tenantKey(tenantID), &t); err != nil {
+		return nil, nil, err
+	}
+	return tk, &t, nil
 }
 
 func (s *Store) stampNow() *Timestamp { return stamp(s.now()) }

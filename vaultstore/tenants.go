@@ -2,7 +2,6 @@ package vaultstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"unicode/utf8"
@@ -198,27 +197,25 @@ func (s *Store) UpdateTenant(ctx context.Context, id, actorID string, in TenantU
 	if err := v.OrNil(); err != nil {
 		return nil, err
 	}
-	var t Tenant
+	var t *Tenant
 	err := s.kv.Update(ctx, func(w Writer) error {
-		tk, err := s.tenantKeysFor(w, id)
+		tk, tenant, err := s.tenantForWrite(w, id)
 		if err != nil {
 			return err
 		}
-		if err := s.getSealed(w, tk, "tenant", id, id, tenantKey(id), &t); err != nil {
-			return err
-		}
+		t = tenant
 		t.Name = in.Name
 		for name, value := range in.Settings {
 			t.Settings[name] = value
 		}
 		t.ModifiedBy = actorID
 		t.ModifiedAt = s.stampNow()
-		return putSealed(w, tk, "tenant", id, id, tenantKey(id), &t)
+		return putSealed(w, tk, "tenant", id, id, tenantKey(id), t)
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &t, nil
+	return t, nil
 }
 
 func isSettingName(name string) bool {
@@ -279,7 +276,7 @@ func (s *Store) DeleteTenant(ctx context.Context, id string) error {
 		return err
 	}
 	s.keys.forget(id)
-	if err := s.kv.DeletePrefix(ctx, tenantDataPrefix(id)); err != nil && !errors.Is(err, context.Canceled) {
+	if err := s.kv.DeletePrefix(context.WithoutCancel(ctx), tenantDataPrefix(id)); err != nil {
 		return fmt.Errorf("removing records of deleted tenant: %w", err)
 	}
 	return nil

@@ -1,0 +1,218 @@
+package vaultstore
+
+import (
+	"bytes"
+	"crypto/cipher"
+	"errors"
+	"math"
+	"strconv"
+	"testing"
+)
+
+func testAEAD(tb testing.TB, fill byte) cipher.AEAD {
+	tb.Helper()
+	aead, err := newAEAD(bytes.Repeat([]byte{fill}, MasterKeySize))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return aead
+}
+
+func TestNewAEADKeySize(t *testing.T) {
+	for _, tc := range []struct {
+		size int
+		ok   bool
+	}{{0, false}, {16, false}, {24, false}, {31, false}, {32, true}, {33, false}} {
+		_, err := newAEAD(make([]byte, tc.size))
+		if (err == nil) != tc.ok {
+			t.Errorf("newAEAD(%d bytes) error = %v, want ok=%v", tc.size, err, tc.ok)
+		}
+	}
+}
+
+func TestSealOpenRoundTrip(t *testing.T) {
+	aead := testAEAD(t, 1)
+	for _, tc := range []struct {
+		name      string
+		version   uint32
+		plaintext []byte
+		aad       []byte
+	}{
+		{"empty plaintext", 1, nil, []byte("tenant|id")},
+		{"short", 1, []byte("4242424242424242"), []byte("token|t|x")},
+		{"no aad", 7, []byte(`{"a":1}`), nil},
+		{"max version", math.MaxUint32, []byte("x"), []byte("a")},
+		{"binary", 2, []byte{0, 0xff, 0, 0x80}, []byte{0}},
+		{"large", 3, bytes.Repeat([]byte("abc"), 1<<15), []byte("big")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sealed, err := seal(aead, tc.version, tc.plaintext, tc.aad)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := sealHeader + aead.NonceSize() + len(tc.plaintext) + aead.Overhead(); len(sealed) != want {
+				t.Errorf("sealed length %d, want %d", len(sealed), want)
+			}
+			if len(tc.plaintext) >= 8 && bytes.Contains(sealed, tc.plaintext) {
+				t.Error("sealed value contains the plaintext")
+			}
+			v, err := sealedVersion(sealed)
+			if err != nil || v != tc.version {
+				t.Errorf("sealedVersion = %d, %v; want %d", v, err, tc.version)
+			}
+			got, err := open(aead, sealed, tc.aad)
+			if err != nil {
+				t.Fatalf("open: %v", err)
+			}
+			if !bytes.Equal(got, tc.plaintext) {
+				t.Errorf("open = %q, want %q", got, tc.plaintext)
+			}
+			again, err := seal(aead, tc.version, tc.plaintext, tc.aad)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bytes.Equal(again, sealed) {
+				t.Error("sealing twice gave identical output: nonce is not random")
+			}
+		})
+	}
+}
+
+func TestOpenRejectsTampering(t *testing.T) {
+	aead := testAEAD(t, 1)
+	aad := []byte("token|tenant|id")
+	sealed, err := seal(aead, 1, []byte(`{"number":"4242424242424242"}`), aad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type tamper struct {
+		name   string
+		aead   cipher.AEAD
+		sealed []byte
+		aad    []byte
+	}
+	cases := []tamper{
+		{"wrong aad", aead, sealed, []byte("token|tenant|other")},
+		{"aad dropped", aead, sealed, nil},
+		{"aad extended", aead, sealed, append(bytes.Clone(aad), 'x')},
+		{"wrong key", testAEAD(t, 2), sealed, aad},
+		{"nil", aead, nil, aad},
+		{"empty", aead, []byte{}, aad},
+		{"trailing byte", aead, append(bytes.Clone(sealed), 0), aad},
+		{"format byte zero", aead, append([]byte{0}, sealed[1:]...), aad},
+		{"format byte two", aead, append([]byte{2}, sealed[1:]...), aad},
+	}
+	for i := range sealed {
+		b := bytes.Clone(sealed)
+		b[i] ^= 0x01
+		cases = append(cases, tamper{"flip bit of byte " + strconv.Itoa(i), aead, b, aad})
+	}
+	for n := range len(sealed) {
+		cases = append(cases, tamper{"truncated to " + strconv.Itoa(n), aead, bytes.Clone(sealed[:n]), aad})
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			pt, err := open(tc.aead, tc.sealed, tc.aad)
+			if !errors.Is(err, ErrIntegrity) {
+				t.Fatalf("open error = %v, want ErrIntegrity", err)
+			}
+			if pt != nil {
+				t.Errorf("open returned plaintext %q with an error", pt)
+			}
+		})
+	}
+	// The original still opens: the cases above did not alias it.
+	if _, err := open(aead, sealed, aad); err != nil {
+		t.Fatalf("original no longer opens: %v", err)
+	}
+}
+
+func TestSealedVersionRejectsJunk(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   []byte
+	}{
+		{"nil", nil},
+		{"short", []byte{sealFormat, 0, 0}},
+		{"wrong format", []byte{9, 0, 0, 0, 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := sealedVersion(tc.in); !errors.Is(err, ErrIntegrity) {
+				t.Errorf("sealedVersion error = %v, want ErrIntegrity", err)
+			}
+		})
+	}
+}
+
+// A sealed record is bound to its kind, tenant and id: it cannot be moved.
+func TestRecordBinding(t *testing.T) {
+	tk := &tenantKeys{current: 2, aeads: map[uint32]cipher.AEAD{1: testAEAD(t, 1), 2: testAEAD(t, 2)}}
+	sealed, err := tk.sealRecord("application", "tenant-a", "app-1", map[string]string{"name": "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := sealedVersion(sealed); v != 2 {
+		t.Errorf("sealed under version %d, want current 2", v)
+	}
+	var ok map[string]string
+	if err := tk.openRecord("application", "tenant-a", "app-1", sealed, &ok); err != nil || ok["name"] != "x" {
+		t.Fatalf("openRecord = %v, %v", ok, err)
+	}
+	otherTenant := &tenantKeys{current: 2, aeads: map[uint32]cipher.AEAD{2: testAEAD(t, 3)}}
+	for _, tc := range []struct {
+		name             string
+		tk               *tenantKeys
+		kind, tenant, id string
+		sealed           []byte
+	}{
+		{"other id", tk, "application", "tenant-a", "app-2", sealed},
+		{"other kind", tk, "apikey", "tenant-a", "app-1", sealed},
+		{"other tenant", tk, "application", "tenant-b", "app-1", sealed},
+		{"other tenant's keys", otherTenant, "application", "tenant-a", "app-1", sealed},
+		{"unknown key version", &tenantKeys{current: 1, aeads: map[uint32]cipher.AEAD{1: testAEAD(t, 1)}}, "application", "tenant-a", "app-1", sealed},
+		{"garbage", tk, "application", "tenant-a", "app-1", []byte("garbage")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var v map[string]string
+			if err := tc.tk.openRecord(tc.kind, tc.tenant, tc.id, tc.sealed, &v); !errors.Is(err, ErrIntegrity) {
+				t.Errorf("openRecord error = %v, want ErrIntegrity", err)
+			}
+		})
+	}
+}
+
+func FuzzOpen(f *testing.F) {
+	aead := testAEAD(f, 1)
+	validAAD := []byte("token|tenant|id")
+	// A genuine sealed value built with a fixed nonce, so that every fuzz
+	// worker process knows the same one; it must open like any other.
+	header := []byte{sealFormat, 0, 0, 0, 1}
+	nonce := bytes.Repeat([]byte{7}, aead.NonceSize())
+	valid := aead.Seal(append(bytes.Clone(header), nonce...), nonce, []byte("secret"), sealAAD(header, validAAD))
+	if pt, err := open(aead, valid, validAAD); err != nil || string(pt) != "secret" {
+		f.Fatalf("fixed-nonce seal does not open: %q, %v", pt, err)
+	}
+	f.Add(valid, validAAD)
+	f.Add([]byte{}, []byte{})
+	f.Add([]byte{sealFormat}, validAAD)
+	f.Add([]byte{sealFormat, 0, 0, 0, 1}, validAAD)
+	f.Add(make([]byte, sealHeader+aead.NonceSize()+aead.Overhead()), validAAD)
+	f.Add(append([]byte{sealFormat, 0xff, 0xff, 0xff, 0xff}, bytes.Repeat([]byte{0xaa}, 40)...), []byte(nil))
+	f.Fuzz(func(t *testing.T, sealed, aad []byte) {
+		_, _ = sealedVersion(sealed)
+		pt, err := open(aead, sealed, aad)
+		if err == nil {
+			// Only the genuine value opens.
+			if !bytes.Equal(sealed, valid) || !bytes.Equal(aad, validAAD) || string(pt) != "secret" {
+				t.Fatalf("forged value opened: %x aad %q -> %q", sealed, aad, pt)
+			}
+			return
+		}
+		if !errors.Is(err, ErrIntegrity) {
+			t.Fatalf("open error = %v, want ErrIntegrity", err)
+		}
+		if pt != nil {
+			t.Fatalf("plaintext returned with an error")
+		}
+	})
+}

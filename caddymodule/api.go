@@ -157,6 +157,14 @@ func (h *API) apiRoutes() []route {
 		{http.MethodDelete, "/applications/{id}/keys/{key_id}", "application:update", deleteKey},
 
 		{http.MethodGet, "/permissions", "", listPermissions},
+
+		{http.MethodPost, "/tokens", "token:create", createToken},
+		{http.MethodGet, "/tokens", "token:read", listTokens},
+		{http.MethodGet, "/tokens/{id}", "token:read", getToken},
+		{http.MethodPatch, "/tokens/{id}", "token:update", updateToken},
+		{http.MethodDelete, "/tokens/{id}", "token:delete", deleteToken},
+		{http.MethodPost, "/tokenize", "token:create", tokenize},
+		{http.MethodGet, "/tenants/self/reports/usage", "report:read", usageReport},
 	}
 }
 

@@ -1,6 +1,7 @@
 package vaultstore
 
 import (
+	"bytes"
 	"crypto/cipher"
 	"encoding/json"
 	"fmt"
@@ -13,6 +14,10 @@ import (
 type tenantKeys struct {
 	current uint32
 	aeads   map[uint32]cipher.AEAD
+	// fingerprint keys the HMACs of fingerprints and search indexes. It
+	// is separate from the data keys so rotating those leaves every
+	// fingerprint unchanged.
+	fingerprint []byte
 }
 
 // keyring unwraps tenant data keys with the master key and caches them.
@@ -51,8 +56,18 @@ func (k *keyring) create(w Writer, tenantID string) (*tenantKeys, error) {
 	if err := w.Put(dataKeyKey(tenantID, version), wrapped, 0); err != nil {
 		return nil, err
 	}
-	return &tenantKeys{current: version, aeads: map[uint32]cipher.AEAD{version: aead}}, nil
+	fp := randomBytes(MasterKeySize)
+	wrappedFP, err := seal(k.master, 1, fp, fingerprintKeyAAD(tenantID))
+	if err != nil {
+		return nil, err
+	}
+	if err := w.Put(fingerprintKeyKey(tenantID), wrappedFP, 0); err != nil {
+		return nil, err
+	}
+	return &tenantKeys{current: version, aeads: map[uint32]cipher.AEAD{version: aead}, fingerprint: fp}, nil
 }
+
+func fingerprintKeyAAD(tenantID string) []byte { return []byte("fpk|" + tenantID) }
 
 // forTenant returns the tenant's data keys, unwrapping them on first use.
 func (k *keyring) forTenant(r Reader, tenantID string) (*tenantKeys, error) {
@@ -86,6 +101,13 @@ func (k *keyring) forTenant(r Reader, tenantID string) (*tenantKeys, error) {
 	}
 	if len(tk.aeads) == 0 {
 		return nil, ErrNotFound
+	}
+	wrappedFP, err := r.Get(fingerprintKeyKey(tenantID))
+	if err != nil {
+		return nil, fmt.Errorf("fingerprint key: %w", err)
+	}
+	if tk.fingerprint, err = open(k.master, wrappedFP, fingerprintKeyAAD(tenantID)); err != nil {
+		return nil, fmt.Errorf("unwrapping fingerprint key: %w", err)
 	}
 	k.remember(tenantID, tk)
 	return tk, nil
@@ -135,7 +157,9 @@ func (tk *tenantKeys) openRecord(kind, tenantID, id string, sealed []byte, v any
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", kind, id, err)
 	}
-	if err := json.Unmarshal(plain, v); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(plain))
+	dec.UseNumber() // token data keeps its numbers exactly
+	if err := dec.Decode(v); err != nil {
 		return fmt.Errorf("decoding %s %s: %w", kind, id, err)
 	}
 	return nil

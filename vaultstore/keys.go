@@ -10,11 +10,23 @@ package vaultstore
 //	v1/apikey/{sha256(key) hex}            key index: tenant, application, key id (no secret)
 //	v1/t/{tenant}/app/{application}        application record, sealed
 //	v1/t/{tenant}/appkey/{application}/{key}  API key metadata, sealed
+//	v1/fpk/{tenant}                        tenant fingerprint key, wrapped by the master key
+//	v1/t/{tenant}/tok/{token}              token record, sealed
+//	v1/t/{tenant}/tokc/{created ns hex}/{token}  token list order (empty value)
+//	v1/t/{tenant}/fpc/{fingerprint}        dedupe claim: the token that first held a fingerprint
+//	v1/t/{tenant}/fpx/{fingerprint}/{token}  every token holding a fingerprint
+//	v1/t/{tenant}/six/{index hash}/{token}   search index entry (keyed hash, never the value)
+//	v1/t/{tenant}/usage/{type}/{shard}     token count and last creation, sharded against contention
+//	v1/t/{tenant}/mat/{yyyymm}/{token}     monthly active token marker
+//	v1/exp/{expires ns hex}/{tenant}/{token}  expiry queue for the purge sweep; value is the type
 //
 // Everything a tenant owns lives under v1/t/{tenant}/, so deleting a tenant
 // is one prefix delete once its data keys are gone.
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 const keyVersion = "v1/"
 
@@ -45,3 +57,49 @@ func appKeyKey(tenantID, appID, keyID string) []byte {
 func appKeyPrefix(tenantID, appID string) []byte {
 	return []byte(keyVersion + "t/" + tenantID + "/appkey/" + appID + "/")
 }
+
+func fingerprintKeyKey(tenantID string) []byte { return []byte(keyVersion + "fpk/" + tenantID) }
+
+func tokenKey(tenantID, id string) []byte { return []byte(keyVersion + "t/" + tenantID + "/tok/" + id) }
+
+func tokenOrderKey(tenantID string, created time.Time, id string) []byte {
+	return fmt.Appendf(nil, "%st/%s/tokc/%016x/%s", keyVersion, tenantID, created.UnixNano(), id)
+}
+
+func tokenOrderPrefix(tenantID string) []byte { return []byte(keyVersion + "t/" + tenantID + "/tokc/") }
+
+func fingerprintClaimKey(tenantID, fingerprint string) []byte {
+	return []byte(keyVersion + "t/" + tenantID + "/fpc/" + fingerprint)
+}
+
+func fingerprintIndexKey(tenantID, fingerprint, id string) []byte {
+	return []byte(keyVersion + "t/" + tenantID + "/fpx/" + fingerprint + "/" + id)
+}
+
+func searchIndexKey(tenantID, hash, id string) []byte {
+	return []byte(keyVersion + "t/" + tenantID + "/six/" + hash + "/" + id)
+}
+
+func searchIndexPrefix(tenantID, hash string) []byte {
+	return []byte(keyVersion + "t/" + tenantID + "/six/" + hash + "/")
+}
+
+func usageKey(tenantID, tokenType string, shard int) []byte {
+	return fmt.Appendf(nil, "%st/%s/usage/%s/%02d", keyVersion, tenantID, tokenType, shard)
+}
+
+func usagePrefix(tenantID string) []byte { return []byte(keyVersion + "t/" + tenantID + "/usage/") }
+
+func activeTokenKey(tenantID string, month time.Time, id string) []byte {
+	return []byte(keyVersion + "t/" + tenantID + "/mat/" + month.UTC().Format("200601") + "/" + id)
+}
+
+func activeTokenPrefix(tenantID string, month time.Time) []byte {
+	return []byte(keyVersion + "t/" + tenantID + "/mat/" + month.UTC().Format("200601") + "/")
+}
+
+func expiryKey(expires time.Time, tenantID, id string) []byte {
+	return fmt.Appendf(nil, "%sexp/%016x/%s/%s", keyVersion, expires.UnixNano(), tenantID, id)
+}
+
+func expiryPrefix() []byte { return []byte(keyVersion + "exp/") }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -31,10 +32,16 @@ type Options struct {
 type Store struct {
 	kv       KV
 	keys     *keyring
+	cvc      *cvcKeyring
 	keyCheck []byte
 	now      func() time.Time
 	logger   *zap.Logger
 	dir      string
+
+	stop      chan struct{}
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // Open checks the master key against the directory and opens the store.
@@ -75,7 +82,15 @@ func Open(o Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{kv: kv, keys: keys, keyCheck: keyCheck(o.MasterKey), now: o.Now, logger: o.Logger, dir: dir}, nil
+	cvc, err := openCVCKeyring(dir, keys.master)
+	if err != nil {
+		kv.Close()
+		return nil, err
+	}
+	s := &Store{kv: kv, keys: keys, cvc: cvc, keyCheck: keyCheck(o.MasterKey), now: o.Now, logger: o.Logger, dir: dir, stop: make(chan struct{})}
+	s.wg.Add(1)
+	go s.sweepLoop()
+	return s, nil
 }
 
 // checkWritable fails when the directory does not accept new files; it
@@ -97,8 +112,15 @@ func (s *Store) MasterKeyMatches(key []byte) bool {
 	return subtle.ConstantTimeCompare(keyCheck(key), s.keyCheck) == 1
 }
 
-// Close flushes and closes the store.
-func (s *Store) Close() error { return s.kv.Close() }
+// Close stops the background sweep and closes the store.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		close(s.stop)
+		s.wg.Wait()
+		s.closeErr = errors.Join(s.kv.Close(), s.cvc.close())
+	})
+	return s.closeErr
+}
 
 // getSealed reads and opens a sealed record of a tenant.
 func (s *Store) getSealed(r Reader, tk *tenantKeys, kind, tenantID, id string, key []byte, v any) error {

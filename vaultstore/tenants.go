@@ -270,6 +270,9 @@ func (s *Store) DeleteTenant(ctx context.Context, id string) error {
 				return err
 			}
 		}
+		if err := w.Delete(fingerprintKeyKey(id)); err != nil {
+			return err
+		}
 		return w.Delete(tenantKey(id))
 	})
 	if err != nil {

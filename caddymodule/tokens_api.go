@@ -1,0 +1,152 @@
+package caddymodule
+
+import (
+	"mime"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/tokenvault/tokenvault/vaultstore"
+	"github.com/tokenvault/tokenvault/vaultstore/strictjson"
+)
+
+func (c *call) tokenRequest() vaultstore.TokenRequest {
+	return vaultstore.TokenRequest{Tenant: c.principal.Tenant, Application: c.principal.Application}
+}
+
+// createToken: POST /tokens.
+func createToken(c *call) error {
+	var in vaultstore.TokenInput
+	if err := c.decode(&in); err != nil {
+		return err
+	}
+	tok, err := c.store.CreateToken(c.ctx(), c.tokenRequest(), in)
+	if err != nil {
+		return err
+	}
+	return writeJSON(c.w, http.StatusCreated, tok)
+}
+
+// getToken: GET /tokens/{id}.
+func getToken(c *call) error {
+	tok, err := c.store.GetToken(c.ctx(), c.tokenRequest(), c.params["id"])
+	if err != nil {
+		return err
+	}
+	return writeJSON(c.w, http.StatusOK, tok)
+}
+
+// listTokens: GET /tokens, filtered by id (repeated) and metadata, oldest
+// first, offset-paginated.
+func listTokens(c *call) error {
+	q := c.r.URL.Query()
+	number, size, err := pageParams(q)
+	if err != nil {
+		return err
+	}
+	filter := vaultstore.TokenFilter{IDs: q["id"], Metadata: metadataFilter(c.r.URL.RawQuery)}
+	offset := (number - 1) * size
+	if number-1 > (1<<31)/size {
+		offset = 1 << 31
+	}
+	toks, total, err := c.store.ListTokens(c.ctx(), c.tokenRequest(), filter, offset, size)
+	if err != nil {
+		return err
+	}
+	return writeJSON(c.w, http.StatusOK, page[*vaultstore.Token]{
+		Pagination: pagination{TotalItems: total, PageNumber: number, PageSize: size, TotalPages: (total + size - 1) / size},
+		Data:       toks,
+	})
+}
+
+// metadataFilter reads metadata.<key>=<value> query parameters (and the
+// metadata[<key>] form); a key given twice is ignored after its first use.
+func metadataFilter(rawQuery string) map[string]string {
+	var out map[string]string
+	for _, pair := range strings.Split(rawQuery, "&") {
+		k, v, _ := strings.Cut(pair, "=")
+		k, err1 := url.QueryUnescape(k)
+		v, err2 := url.QueryUnescape(v)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		var key string
+		switch {
+		case strings.HasPrefix(k, "metadata."):
+			key = k[len("metadata."):]
+		case strings.HasPrefix(k, "metadata[") && strings.HasSuffix(k, "]"):
+			key = k[len("metadata[") : len(k)-1]
+		default:
+			continue
+		}
+		if key == "" {
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		if _, seen := out[key]; !seen {
+			out[key] = v
+		}
+	}
+	return out
+}
+
+// updateToken: PATCH /tokens/{id}, a JSON merge patch (RFC 7386).
+func updateToken(c *call) error {
+	if mt, _, _ := mime.ParseMediaType(c.r.Header.Get("Content-Type")); mt != "application/merge-patch+json" {
+		return errStatus(http.StatusUnsupportedMediaType, "PATCH takes Content-Type application/merge-patch+json")
+	}
+	body, err := strictjson.ReadBody(c.r.Body, maxBodyBytes)
+	if err != nil {
+		return err
+	}
+	v, err := strictjson.DecodeValue(body, strictjson.DefaultLimits)
+	if err != nil {
+		return err
+	}
+	patch, ok := v.(map[string]any)
+	if !ok {
+		return errField("body", "a token patch must be a JSON object")
+	}
+	tok, err := c.store.UpdateToken(c.ctx(), c.tokenRequest(), c.params["id"], patch)
+	if err != nil {
+		return err
+	}
+	return writeJSON(c.w, http.StatusOK, tok)
+}
+
+// deleteToken: DELETE /tokens/{id}.
+func deleteToken(c *call) error {
+	if err := c.store.DeleteToken(c.ctx(), c.tokenRequest(), c.params["id"]); err != nil {
+		return err
+	}
+	c.w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// tokenize: POST /tokenize.
+func tokenize(c *call) error {
+	body, err := strictjson.ReadBody(c.r.Body, maxBodyBytes)
+	if err != nil {
+		return err
+	}
+	v, err := strictjson.DecodeValue(body, strictjson.DefaultLimits)
+	if err != nil {
+		return err
+	}
+	out, err := c.store.Tokenize(c.ctx(), c.tokenRequest(), v)
+	if err != nil {
+		return err
+	}
+	return writeJSON(c.w, http.StatusOK, out)
+}
+
+// usageReport: GET /tenants/self/reports/usage.
+func usageReport(c *call) error {
+	rep, err := c.store.Usage(c.ctx(), c.principal.Tenant)
+	if err != nil {
+		return err
+	}
+	return writeJSON(c.w, http.StatusOK, rep)
+}

@@ -1,0 +1,83 @@
+package vaultstore
+
+import (
+	"strings"
+	"time"
+)
+
+// expiresAtLayout renders expires_at as ISO 8601 with the caller's
+// numeric offset; fractional seconds appear only when nonzero.
+const expiresAtLayout = "2006-01-02T15:04:05.999999999-07:00"
+
+// maxExpiresAtOffset bounds the offset an expires_at may carry (the range
+// of real time zones, and of .NET's DateTimeOffset whose format the
+// interface's example uses).
+const maxExpiresAtOffset = 14 * 60 * 60
+
+// expiresAtFormats describes, for error messages, what ParseExpiresAt
+// accepts.
+const expiresAtFormats = "must be an ISO 8601 date-time (2030-04-23T13:24:28Z, 2030-04-23T17:24:28-04:00, " +
+	"2030-04-23T13:24:28 taken as UTC), a date 2030-04-23, M/D/YYYY h:mm:ss AM -07:00, " +
+	"M/D/YYYY h:mm:ss AM (UTC) or M/D/YYYY (12 AM UTC)"
+
+// expiresAtLayouts are tried in order. hasZone tells whether the layout
+// carries an offset; without one the time is UTC. Go's parser accepts
+// fractional seconds after the seconds field of any layout, one- or
+// two-digit months, days and 12-hour clock hours for "1", "2" and "3",
+// and "Z" wherever the layout says Z07:00.
+var expiresAtLayouts = []struct {
+	layout  string
+	hasZone bool
+}{
+	{"2006-01-02T15:04:05Z07:00", true},
+	{"2006-01-02T15:04:05Z0700", true},
+	{"2006-01-02T15:04Z07:00", true},
+	{"2006-01-02T15:04:05", false},
+	{"2006-01-02T15:04", false},
+	{"2006-01-02", false},
+	{"1/2/2006 3:04:05 PM Z07:00", true},
+	{"1/2/2006 3:04:05 PM Z0700", true},
+	{"1/2/2006 3:04:05 PM", false},
+	{"1/2/2006", false},
+}
+
+// ParseExpiresAt parses an expires_at value and checks it is after now.
+// The result keeps the caller's offset as a fixed zone (UTC when the
+// offset is zero or absent), so FormatExpiresAt gives it back as written.
+// Failures are *ValidationError on "expires_at" and never quote s.
+func ParseExpiresAt(s string, now time.Time) (time.Time, error) {
+	s = strings.ToUpper(strings.TrimSpace(s)) // "t", "z", "am", "pm"
+	if len(s) > 64 {
+		return time.Time{}, invalid("expires_at", expiresAtFormats)
+	}
+	for _, f := range expiresAtLayouts {
+		t, err := time.Parse(f.layout, s)
+		if err != nil {
+			continue
+		}
+		if f.hasZone {
+			_, off := t.Zone()
+			if off > maxExpiresAtOffset || off < -maxExpiresAtOffset {
+				return time.Time{}, invalid("expires_at", "offset must be between -14:00 and +14:00")
+			}
+			if off == 0 {
+				t = t.UTC()
+			} else {
+				// time.Parse may attach time.Local when the offset
+				// matches it; pin the offset itself.
+				t = t.In(time.FixedZone("", off))
+			}
+		}
+		if !t.After(now) {
+			return time.Time{}, invalid("expires_at", "must be in the future")
+		}
+		return t, nil
+	}
+	return time.Time{}, invalid("expires_at", expiresAtFormats)
+}
+
+// FormatExpiresAt renders t as ISO 8601 with its numeric offset,
+// "2030-08-26T19:23:57-07:00", with fractional seconds only when nonzero.
+func FormatExpiresAt(t time.Time) string {
+	return t.Format(expiresAtLayout)
+}

@@ -1,0 +1,110 @@
+package vaultstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// sweepInterval is how often expired tokens are purged and ended CVC keys
+// shredded; an expired token is invisible at once and gone within this.
+const sweepInterval = time.Minute
+
+func (s *Store) sweepLoop() {
+	defer s.wg.Done()
+	t := time.NewTicker(sweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			if err := s.Sweep(context.Background()); err != nil {
+				s.logger.Warn("sweep failed", zap.Error(err))
+			}
+		}
+	}
+}
+
+// Sweep purges tokens whose expiry has passed, with their index entries
+// and counts, and destroys CVC keys whose retention has ended. It runs
+// every minute; tests call it with their own clock.
+func (s *Store) Sweep(ctx context.Context) error {
+	now := s.now()
+	return errors.Join(s.purgeExpired(ctx, now), s.cvc.shred(now))
+}
+
+func (s *Store) purgeExpired(ctx context.Context, now time.Time) error {
+	prefix := expiryPrefix()
+	for {
+		var due [][]byte
+		err := s.kv.View(ctx, func(r Reader) error {
+			return r.Scan(prefix, nil, func(key, _ []byte) error {
+				at, _, _, ok := parseExpiryKey(key)
+				if !ok || at.After(now) || len(due) == 100 {
+					return ErrStopScan
+				}
+				due = append(due, key)
+				return nil
+			})
+		})
+		if err != nil || len(due) == 0 {
+			return err
+		}
+		for _, key := range due {
+			if err := s.purgeOne(ctx, key, now); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// purgeOne removes the token an expiry entry names, if it is still the
+// token that expires then (an update may have moved its expiry).
+func (s *Store) purgeOne(ctx context.Context, key []byte, now time.Time) error {
+	at, tid, id, _ := parseExpiryKey(key)
+	return s.kv.Update(ctx, func(w Writer) error {
+		if err := w.Delete(key); err != nil {
+			return err
+		}
+		tk, err := s.tenantKeysFor(w, tid)
+		if errors.Is(err, ErrNotFound) {
+			return nil // the tenant is gone, and its records with it
+		} else if err != nil {
+			return err
+		}
+		var rec tokenRecord
+		err = s.getSealed(w, tk, "token", tid, id, tokenKey(tid, id), &rec)
+		if errors.Is(err, ErrNotFound) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		if rec.ExpiresAt == nil || !rec.ExpiresAt.Equal(at) || !rec.expired(now) {
+			return nil
+		}
+		if err := s.removeToken(w, &rec); err != nil {
+			return err
+		}
+		return s.countToken(w, rec.Type, tid, -1, nil)
+	})
+}
+
+// parseExpiryKey splits v1/exp/{ns hex}/{tenant}/{token}.
+func parseExpiryKey(key []byte) (time.Time, string, string, bool) {
+	rest := key[len(expiryPrefix()):]
+	parts := bytes.SplitN(rest, []byte("/"), 3)
+	if len(parts) != 3 {
+		return time.Time{}, "", "", false
+	}
+	ns, err := strconv.ParseUint(string(parts[0]), 16, 64)
+	if err != nil {
+		return time.Time{}, "", "", false
+	}
+	return time.Unix(0, int64(ns)), string(parts[1]), string(parts[2]), true
+}
+

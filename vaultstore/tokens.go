@@ -1,0 +1,720 @@
+package vaultstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/tokenvault/tokenvault/vaultstore/expr"
+)
+
+// Token is a token as the API shows it. Data is present only as the
+// caller's access allows: revealed, masked, or left out.
+type Token struct {
+	ID                    string            `json:"id"`
+	TenantID              string            `json:"tenant_id"`
+	Type                  string            `json:"type"`
+	Data                  any               `json:"data,omitempty"`
+	Mask                  any               `json:"mask,omitempty"`
+	Fingerprint           string            `json:"fingerprint,omitempty"`
+	FingerprintExpression string            `json:"fingerprint_expression,omitempty"`
+	Containers            []string          `json:"containers"`
+	Metadata              map[string]string `json:"metadata,omitempty"`
+	SearchIndexes         []string          `json:"search_indexes,omitempty"`
+	DeduplicateToken      *bool             `json:"deduplicate_token,omitempty"`
+	ExpiresAt             *Timestamp        `json:"expires_at,omitempty"`
+	CreatedBy             string            `json:"created_by,omitempty"`
+	CreatedAt             *Timestamp        `json:"created_at,omitempty"`
+	ModifiedBy            string            `json:"modified_by,omitempty"`
+	ModifiedAt            *Timestamp        `json:"modified_at,omitempty"`
+	Extras                *TokenExtras      `json:"_extras,omitempty"`
+}
+
+// TokenExtras says how a create was answered.
+type TokenExtras struct {
+	Deduplicated bool `json:"deduplicated"`
+}
+
+// tokenRecord is a token as stored: the token with its full data (the
+// CVC apart), the sealed CVC, and what it takes to remove its index
+// entries.
+type tokenRecord struct {
+	Token
+	CVC          []byte     `json:"cvc_sealed,omitempty"`
+	CVCExpiresAt *Timestamp `json:"cvc_expires_at,omitempty"`
+	IndexHashes  []string   `json:"index_hashes,omitempty"`
+}
+
+// TokenInput is the body of a token create, inside /tokenize too.
+type TokenInput struct {
+	ID                    string            `json:"id"`
+	Type                  string            `json:"type"`
+	Data                  any               `json:"data"`
+	Mask                  any               `json:"mask"`
+	Containers            []string          `json:"containers"`
+	Metadata              map[string]string `json:"metadata"`
+	SearchIndexes         []string          `json:"search_indexes"`
+	FingerprintExpression string            `json:"fingerprint_expression"`
+	DeduplicateToken      *bool             `json:"deduplicate_token"`
+	ExpiresAt             string            `json:"expires_at"`
+}
+
+// container is the one container a token lives in.
+func (t *Token) container() string {
+	if len(t.Containers) == 0 {
+		return "/"
+	}
+	return t.Containers[0]
+}
+
+func (r *tokenRecord) expired(now time.Time) bool {
+	return r.ExpiresAt != nil && !now.Before(r.ExpiresAt.Time)
+}
+
+// prefixed returns a ValidationError with every field under prefix.
+func prefixed(prefix string, err error) error {
+	var v *ValidationError
+	if prefix == "" || !errors.As(err, &v) {
+		return err
+	}
+	out := &ValidationError{}
+	for f, msgs := range v.Fields {
+		for _, m := range msgs {
+			out.Add(prefix+f, m)
+		}
+	}
+	return out
+}
+
+// buildToken validates a create request and evaluates everything derived
+// from the data (id, fingerprint, search indexes), without any I/O.
+func (s *Store) buildToken(t *Tenant, tk *tenantKeys, actorID string, in TokenInput) (*tokenRecord, bool, error) {
+	v := &ValidationError{}
+	typ, ok := LookupTokenType(in.Type)
+	if !ok {
+		v.Add("type", "type must be one of "+strings.Join(TokenTypeNames(), ", "))
+		return nil, false, v
+	}
+	if in.Data == nil {
+		v.Add("data", "data is required")
+	} else {
+		typ.Validate(in.Data, v)
+	}
+	containers := NormalizeContainers(in.Containers, v)
+	if containers == nil {
+		containers = []string{typ.DefaultContainer}
+	}
+	ValidateMetadata(in.Metadata, v)
+	mask := in.Mask
+	if mask == nil {
+		mask = typ.DefaultMask
+	}
+	checkExpressions("mask", mask, v)
+	now := s.now()
+	var expires *Timestamp
+	if in.ExpiresAt != "" {
+		at, err := ParseExpiresAt(in.ExpiresAt, now)
+		if err != nil {
+			mergeValidation(v, err)
+		} else {
+			expires = &Timestamp{at}
+		}
+	}
+	if err := v.OrNil(); err != nil {
+		return nil, false, err
+	}
+
+	rec := &tokenRecord{Token: Token{
+		TenantID:              t.ID,
+		Type:                  typ.Name,
+		Data:                  in.Data,
+		Mask:                  mask,
+		FingerprintExpression: in.FingerprintExpression,
+		Containers:            containers,
+		Metadata:              in.Metadata,
+		SearchIndexes:         in.SearchIndexes,
+		DeduplicateToken:      in.DeduplicateToken,
+		ExpiresAt:             expires,
+		CreatedBy:             actorID,
+		CreatedAt:             stamp(now),
+	}}
+	id, err := evaluateTokenID(in.ID, in.Data)
+	if err != nil {
+		return nil, false, err
+	}
+	rec.ID = id
+	dedupe := t.Settings["deduplicate_tokens"] == "true"
+	if in.DeduplicateToken != nil {
+		dedupe = *in.DeduplicateToken
+	}
+	if err := s.derive(t, tk, rec, dedupe); err != nil {
+		return nil, false, err
+	}
+	return rec, dedupe, nil
+}
+
+// derive computes a record's fingerprint and search index hashes from its
+// current data, and moves a card's CVC out of the data into its own seal.
+func (s *Store) derive(t *Tenant, tk *tenantKeys, rec *tokenRecord, dedupe bool) error {
+	bindings := map[string]any{"data": rec.Data}
+	fpExpr := rec.FingerprintExpression
+	if fpExpr == "" && (dedupe || t.Settings["fingerprint_tokens"] == "true") {
+		typ, _ := LookupTokenType(rec.Type)
+		fpExpr = typ.DefaultFingerprint
+	}
+	rec.Fingerprint = ""
+	if fpExpr != "" {
+		value, err := evaluateString(fpExpr, map[string]any{"data": rec.Data, "metadata": rec.Metadata})
+		if err != nil {
+			return invalid("fingerprint_expression", err.Error())
+		}
+		if value == "" {
+			return invalid("fingerprint_expression", "the expression evaluated to an empty value")
+		}
+		rec.Fingerprint = tk.fingerprintOf(rec.Type, value)
+	}
+	rec.IndexHashes = nil
+	for i, src := range rec.SearchIndexes {
+		field := fmt.Sprintf("search_indexes[%d]", i)
+		value, err := evaluateString(src, bindings)
+		if err != nil {
+			return invalid(field, err.Error())
+		}
+		if value == "" {
+			return invalid(field, "the expression evaluated to an empty value")
+		}
+		rec.IndexHashes = append(rec.IndexHashes, tk.searchHashOf(strings.ToLower(value)))
+	}
+	slices.Sort(rec.IndexHashes)
+	rec.IndexHashes = slices.Compact(rec.IndexHashes)
+	return s.sealCVC(t, rec)
+}
+
+// sealCVC moves data.cvc of a card into a seal that is shredded after the
+// tenant's CVC retention.
+func (s *Store) sealCVC(t *Tenant, rec *tokenRecord) error {
+	if rec.Type != TokenTypeCard {
+		return nil
+	}
+	card, ok := rec.Data.(map[string]any)
+	if !ok {
+		return nil
+	}
+	cvc, ok := card["cvc"].(string)
+	if !ok {
+		return nil
+	}
+	retention := time.Duration(t.Quotas.CVCRetentionSeconds) * time.Second
+	if retention <= 0 || retention > MaxCVCRetention {
+		retention = time.Hour
+	}
+	expires := s.now().Add(retention)
+	sealed, err := s.cvc.seal(cvc, expires, recordAAD("cvc", t.ID, rec.ID))
+	if err != nil {
+		return err
+	}
+	data := make(map[string]any, len(card))
+	for k, v := range card {
+		if k != "cvc" {
+			data[k] = v
+		}
+	}
+	rec.Data, rec.CVC, rec.CVCExpiresAt = data, sealed, &Timestamp{expires}
+	return nil
+}
+
+// fullData returns the record's data with its CVC while it is retained.
+func (s *Store) fullData(rec *tokenRecord) any {
+	if rec.CVC == nil || rec.CVCExpiresAt == nil || !s.now().Before(rec.CVCExpiresAt.Time) {
+		return rec.Data
+	}
+	cvc, err := s.cvc.open(rec.CVC, recordAAD("cvc", rec.TenantID, rec.ID))
+	if err != nil {
+		return rec.Data
+	}
+	card, _ := rec.Data.(map[string]any)
+	data := make(map[string]any, len(card)+1)
+	for k, v := range card {
+		data[k] = v
+	}
+	data["cvc"] = cvc
+	return data
+}
+
+func mergeValidation(v *ValidationError, err error) {
+	var other *ValidationError
+	if errors.As(err, &other) {
+		for f, msgs := range other.Fields {
+			for _, m := range msgs {
+				v.Add(f, m)
+			}
+		}
+	}
+}
+
+// checkExpressions compiles every string of a JSON template, recording
+// those that do not parse.
+func checkExpressions(field string, template any, v *ValidationError) {
+	switch t := template.(type) {
+	case string:
+		if _, err := expr.Compile(t); err != nil {
+			v.Add(field, err.Error())
+		}
+	case map[string]any:
+		for k, sub := range t {
+			checkExpressions(field+"."+k, sub, v)
+		}
+	case []any:
+		for i, sub := range t {
+			checkExpressions(fmt.Sprintf("%s[%d]", field, i), sub, v)
+		}
+	}
+}
+
+// evaluateString evaluates an expression to text; objects become JSON.
+func evaluateString(src string, bindings map[string]any) (string, error) {
+	e, err := expr.Compile(src)
+	if err != nil {
+		return "", err
+	}
+	out, err := e.Evaluate(bindings)
+	if err != nil {
+		return "", err
+	}
+	return stringOf(out)
+}
+
+func stringOf(v any) (string, error) {
+	switch x := v.(type) {
+	case nil:
+		return "", nil
+	case string:
+		return x, nil
+	case json.Number:
+		return x.String(), nil
+	}
+	raw, err := json.Marshal(v)
+	return string(raw), err
+}
+
+// evaluateTokenID returns the id of a new token: a random UUID, the
+// caller's id, or the caller's id expression evaluated over the data.
+func evaluateTokenID(src string, data any) (string, error) {
+	if src == "" {
+		return uuid.NewString(), nil
+	}
+	id := src
+	if expr.IsExpression(src) {
+		var err error
+		if id, err = evaluateString(src, map[string]any{"data": data}); err != nil {
+			return "", invalid("id", err.Error())
+		}
+	}
+	if err := ValidateTokenID(id); err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+// insertToken writes a new token and its index entries, or returns the
+// existing token it duplicates. It runs inside the caller's transaction.
+func (s *Store) insertToken(w Writer, tk *tenantKeys, rec *tokenRecord, dedupe bool) (*tokenRecord, bool, error) {
+	tid := rec.TenantID
+	if dedupe && rec.Fingerprint != "" {
+		existingID, err := w.Get(fingerprintClaimKey(tid, rec.Fingerprint))
+		if err == nil {
+			existing, err := s.loadToken(w, tk, tid, string(existingID))
+			if err == nil {
+				return existing, true, nil
+			}
+			if !errors.Is(err, ErrNotFound) {
+				return nil, false, err
+			}
+		} else if !errors.Is(err, ErrNotFound) {
+			return nil, false, err
+		}
+	}
+	if raw, err := w.Get(tokenKey(tid, rec.ID)); err == nil {
+		var old tokenRecord
+		if err := tk.openRecord("token", tid, rec.ID, raw, &old); err != nil {
+			return nil, false, err
+		}
+		if !old.expired(s.now()) {
+			return nil, false, fmt.Errorf("token id: %w", ErrConflict)
+		}
+		if err := s.removeToken(w, &old); err != nil {
+			return nil, false, err
+		}
+	} else if !errors.Is(err, ErrNotFound) {
+		return nil, false, err
+	}
+	if err := s.writeToken(w, tk, rec); err != nil {
+		return nil, false, err
+	}
+	if err := s.countToken(w, rec.Type, tid, 1, rec.CreatedAt); err != nil {
+		return nil, false, err
+	}
+	return rec, false, s.markActive(w, tid, rec.ID)
+}
+
+// writeToken writes a record and all its index entries.
+func (s *Store) writeToken(w Writer, tk *tenantKeys, rec *tokenRecord) error {
+	tid := rec.TenantID
+	if err := putSealed(w, tk, "token", tid, rec.ID, tokenKey(tid, rec.ID), rec); err != nil {
+		return err
+	}
+	// the order entry carries the container, so a list can skip tokens
+	// the caller may not read without opening them
+	if err := w.Put(tokenOrderKey(tid, rec.CreatedAt.Time, rec.ID), []byte(rec.container()), 0); err != nil {
+		return err
+	}
+	if rec.Fingerprint != "" {
+		if err := w.Put(fingerprintIndexKey(tid, rec.Fingerprint, rec.ID), nil, 0); err != nil {
+			return err
+		}
+		if _, err := w.Get(fingerprintClaimKey(tid, rec.Fingerprint)); errors.Is(err, ErrNotFound) {
+			if err := w.Put(fingerprintClaimKey(tid, rec.Fingerprint), []byte(rec.ID), 0); err != nil {
+				return err
+			}
+		} else if err != nil {
+			return err
+		}
+	}
+	for _, h := range rec.IndexHashes {
+		if err := w.Put(searchIndexKey(tid, h, rec.ID), nil, 0); err != nil {
+			return err
+		}
+	}
+	if rec.ExpiresAt != nil {
+		if err := w.Put(expiryKey(rec.ExpiresAt.Time, tid, rec.ID), []byte(rec.Type), 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// removeToken deletes a record and its index entries (not its count).
+func (s *Store) removeToken(w Writer, rec *tokenRecord) error {
+	tid := rec.TenantID
+	keys := [][]byte{tokenKey(tid, rec.ID), tokenOrderKey(tid, rec.CreatedAt.Time, rec.ID)}
+	if rec.Fingerprint != "" {
+		keys = append(keys, fingerprintIndexKey(tid, rec.Fingerprint, rec.ID))
+		if claim, err := w.Get(fingerprintClaimKey(tid, rec.Fingerprint)); err == nil && string(claim) == rec.ID {
+			keys = append(keys, fingerprintClaimKey(tid, rec.Fingerprint))
+		}
+	}
+	for _, h := range rec.IndexHashes {
+		keys = append(keys, searchIndexKey(tid, h, rec.ID))
+	}
+	if rec.ExpiresAt != nil {
+		keys = append(keys, expiryKey(rec.ExpiresAt.Time, tid, rec.ID))
+	}
+	for _, k := range keys {
+		if err := w.Delete(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// loadToken reads a live token; an expired one is ErrNotFound.
+func (s *Store) loadToken(r Reader, tk *tenantKeys, tenantID, id string) (*tokenRecord, error) {
+	if id == "" || strings.Contains(id, "/") {
+		return nil, ErrNotFound
+	}
+	var rec tokenRecord
+	if err := s.getSealed(r, tk, "token", tenantID, id, tokenKey(tenantID, id), &rec); err != nil {
+		return nil, err
+	}
+	if rec.expired(s.now()) {
+		return nil, ErrNotFound
+	}
+	return &rec, nil
+}
+
+// usageShards spreads a tenant's token counters over several keys, so
+// concurrent creates rarely conflict on one counter.
+const usageShards = 8
+
+// usageCounter is one shard of a token type's count.
+type usageCounter struct {
+	Count         int64      `json:"count"`
+	LastCreatedAt *Timestamp `json:"last_created_at,omitempty"`
+}
+
+// countToken adds delta to the count of a token type.
+func (s *Store) countToken(w Writer, tokenType, tenantID string, delta int64, created *Timestamp) error {
+	key := usageKey(tenantID, tokenType, rand.IntN(usageShards))
+	var c usageCounter
+	raw, err := w.Get(key)
+	switch {
+	case err == nil:
+		if err := json.Unmarshal(raw, &c); err != nil {
+			return fmt.Errorf("usage counter: %w", err)
+		}
+	case !errors.Is(err, ErrNotFound):
+		return err
+	}
+	c.Count += delta
+	if created != nil && (c.LastCreatedAt == nil || created.After(c.LastCreatedAt.Time)) {
+		c.LastCreatedAt = created
+	}
+	raw, err = json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	return w.Put(key, raw, 0)
+}
+
+// markActive records that a token was created, read or used this month.
+func (s *Store) markActive(w Writer, tenantID, id string) error {
+	key := activeTokenKey(tenantID, s.now(), id)
+	if _, err := w.Get(key); err == nil {
+		return nil
+	} else if !errors.Is(err, ErrNotFound) {
+		return err
+	}
+	return w.Put(key, nil, 62*24*time.Hour)
+}
+
+// TokenRequest says who asks for a token operation.
+type TokenRequest struct {
+	Tenant      *Tenant
+	Application *Application
+}
+
+// CreateToken creates a token, or returns the one it duplicates, shaped
+// for the caller.
+func (s *Store) CreateToken(ctx context.Context, req TokenRequest, in TokenInput) (*Token, error) {
+	var out *Token
+	err := s.kv.Update(ctx, func(w Writer) error {
+		tk, t, err := s.tenantForWrite(w, req.Tenant.ID)
+		if err != nil {
+			return err
+		}
+		rec, dedupe, err := s.buildToken(t, tk, req.Application.ID, in)
+		if err != nil {
+			return err
+		}
+		transform, err := req.Application.Authorize("token:create", rec.container())
+		if err != nil {
+			return err
+		}
+		got, deduplicated, err := s.insertToken(w, tk, rec, dedupe)
+		if err != nil {
+			return err
+		}
+		out, err = s.shapeCreated(req.Application, got, transform, deduplicated)
+		return err
+	})
+	return out, err
+}
+
+// shapeCreated shapes the answer to a create: data masked at most (a
+// create reveals nothing), and a deduplicated token shown in full only
+// to a caller who may read it.
+func (s *Store) shapeCreated(app *Application, rec *tokenRecord, transform string, deduplicated bool) (*Token, error) {
+	if deduplicated {
+		readTransform, err := app.Authorize("token:read", rec.container())
+		if err != nil {
+			return &Token{ID: rec.ID, Type: rec.Type, TenantID: rec.TenantID, Fingerprint: rec.Fingerprint,
+				Containers: rec.Containers, Extras: &TokenExtras{Deduplicated: true}}, nil
+		}
+		transform = readTransform
+	}
+	if transform == TransformReveal {
+		transform = TransformMask
+	}
+	tok, err := s.shape(rec, transform)
+	if err != nil {
+		return nil, err
+	}
+	if deduplicated {
+		tok.Extras = &TokenExtras{Deduplicated: true}
+	}
+	return tok, nil
+}
+
+// shape returns the token with its data revealed, masked or left out.
+func (s *Store) shape(rec *tokenRecord, transform string) (*Token, error) {
+	tok := rec.Token
+	switch transform {
+	case TransformReveal:
+		tok.Data = s.fullData(rec)
+	case TransformMask:
+		tok.Data = nil
+		if rec.Mask != nil {
+			masked, err := expr.EvaluateJSON(rec.Mask, map[string]any{"data": s.fullData(rec)})
+			if err != nil {
+				return nil, invalid("mask", err.Error())
+			}
+			tok.Data = masked
+		}
+	default:
+		tok.Data = nil
+	}
+	return &tok, nil
+}
+
+// GetToken reads a token as the caller may see it.
+func (s *Store) GetToken(ctx context.Context, req TokenRequest, id string) (*Token, error) {
+	var rec *tokenRecord
+	var tk *tenantKeys
+	err := s.kv.View(ctx, func(r Reader) error {
+		var err error
+		if tk, err = s.tenantKeysFor(r, req.Tenant.ID); err != nil {
+			return err
+		}
+		rec, err = s.loadToken(r, tk, req.Tenant.ID, id)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	transform, err := req.Application.Authorize("token:read", rec.container())
+	if err != nil {
+		return nil, err
+	}
+	if err := s.noteActive(ctx, req.Tenant.ID, rec.ID); err != nil {
+		return nil, err
+	}
+	return s.shape(rec, transform)
+}
+
+// noteActive marks a token active this month, writing only on its first
+// use in the month.
+func (s *Store) noteActive(ctx context.Context, tenantID, id string) error {
+	key := activeTokenKey(tenantID, s.now(), id)
+	err := s.kv.View(ctx, func(r Reader) error {
+		_, err := r.Get(key)
+		return err
+	})
+	if !errors.Is(err, ErrNotFound) {
+		return err
+	}
+	return s.kv.Update(ctx, func(w Writer) error { return s.markActive(w, tenantID, id) })
+}
+
+// TokenFilter selects tokens to list.
+type TokenFilter struct {
+	IDs      []string
+	Metadata map[string]string // exact, case-insensitive, all must match
+}
+
+func (f TokenFilter) matches(rec *tokenRecord) bool {
+	if len(f.IDs) > 0 && !slices.Contains(f.IDs, rec.ID) {
+		return false
+	}
+	for k, want := range f.Metadata {
+		got, ok := rec.Metadata[k]
+		if !ok || !strings.EqualFold(got, want) {
+			return false
+		}
+	}
+	return true
+}
+
+// ListTokens returns one page of the tokens the caller may read that
+// match the filter, oldest first, shaped for the caller, and how many
+// match in all. Tokens the caller may not read are not counted.
+func (s *Store) ListTokens(ctx context.Context, req TokenRequest, f TokenFilter, offset, limit int) ([]*Token, int, error) {
+	var (
+		page  []*tokenRecord
+		total int
+	)
+	keep := func(rec *tokenRecord) {
+		if total >= offset && len(page) < limit {
+			page = append(page, rec)
+		}
+		total++
+	}
+	err := s.kv.View(ctx, func(r Reader) error {
+		page, total = page[:0], 0
+		tk, err := s.tenantKeysFor(r, req.Tenant.ID)
+		if err != nil {
+			return err
+		}
+		if len(f.IDs) > 0 {
+			var recs []*tokenRecord
+			for _, id := range slices.Compact(slices.Sorted(slices.Values(f.IDs))) {
+				rec, err := s.loadToken(r, tk, req.Tenant.ID, id)
+				if errors.Is(err, ErrNotFound) {
+					continue
+				} else if err != nil {
+					return err
+				}
+				if _, err := req.Application.Authorize("token:read", rec.container()); err == nil && f.matches(rec) {
+					recs = append(recs, rec)
+				}
+			}
+			slices.SortStableFunc(recs, func(a, b *tokenRecord) int { return a.CreatedAt.Compare(b.CreatedAt.Time) })
+			for _, rec := range recs {
+				keep(rec)
+			}
+			return nil
+		}
+		return r.Scan(tokenOrderPrefix(req.Tenant.ID), nil, func(key, container []byte) error {
+			if _, err := req.Application.Authorize("token:read", string(container)); err != nil {
+				return nil
+			}
+			if len(f.Metadata) == 0 && (total < offset || len(page) >= limit) {
+				total++ // counted without opening the record
+				return nil
+			}
+			rec, err := s.loadToken(r, tk, req.Tenant.ID, lastSegment(key))
+			if errors.Is(err, ErrNotFound) {
+				return nil
+			} else if err != nil {
+				return err
+			}
+			if f.matches(rec) {
+				keep(rec)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	out := make([]*Token, 0, len(page))
+	for _, rec := range page {
+		transform, err := req.Application.Authorize("token:read", rec.container())
+		if err != nil {
+			continue
+		}
+		tok, err := s.shape(rec, transform)
+		if err != nil {
+			return nil, 0, err
+		}
+		out = append(out, tok)
+	}
+	return out, total, nil
+}
+
+// DeleteToken deletes a token and its index entries.
+func (s *Store) DeleteToken(ctx context.Context, req TokenRequest, id string) error {
+	return s.kv.Update(ctx, func(w Writer) error {
+		tk, _, err := s.tenantForWrite(w, req.Tenant.ID)
+		if err != nil {
+			return err
+		}
+		rec, err := s.loadToken(w, tk, req.Tenant.ID, id)
+		if err != nil {
+			return err
+		}
+		if _, err := req.Application.Authorize("token:delete", rec.container()); err != nil {
+			return err
+		}
+		if err := s.removeToken(w, rec); err != nil {
+			return err
+		}
+		return s.countToken(w, rec.Type, rec.TenantID, -1, nil)
+	})
+}

@@ -15,11 +15,13 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -486,6 +488,21 @@ func (s *server) request(method, path, key string, body any, hdr ...string) (api
 }
 
 func doRequest(client *http.Client, method, url, key string, body any, hdr ...string) (apiResponse, error) {
+	r, _, err := doRequestTraced(client, method, url, key, body, hdr...)
+	return r, err
+}
+
+// doRequestTraced is doRequest that also reports whether the request went
+// out on a reused keep-alive connection.
+func doRequestTraced(client *http.Client, method, url, key string, body any, hdr ...string) (apiResponse, bool, error) {
+	var reused atomic.Bool
+	r, err := doRequestCtx(httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+		GotConn: func(info httptrace.GotConnInfo) { reused.Store(info.Reused) },
+	}), client, method, url, key, body, hdr...)
+	return r, reused.Load(), err
+}
+
+func doRequestCtx(ctx context.Context, client *http.Client, method, url, key string, body any, hdr ...string) (apiResponse, error) {
 	var rd io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -500,7 +517,7 @@ func doRequest(client *http.Client, method, url, key string, body any, hdr ...st
 		}
 		rd = bytes.NewReader(raw)
 	}
-	req, err := http.NewRequest(method, url, rd)
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
 	if err != nil {
 		return apiResponse{}, err
 	}
@@ -647,13 +664,17 @@ func fileDigests(t *testing.T, dir string) map[string]string {
 		if err != nil || !d.Type().IsRegular() {
 			return err
 		}
-		raw, err := os.ReadFile(path)
+		f, err := os.Open(path)
 		if err != nil {
 			return err
 		}
+		defer f.Close()
+		h := sha256.New()
+		if _, err := io.Copy(h, f); err != nil {
+			return err
+		}
 		rel, _ := filepath.Rel(dir, path)
-		sum := sha256.Sum256(raw)
-		out[rel] = fmt.Sprintf("%x", sum)
+		out[rel] = fmt.Sprintf("%x", h.Sum(nil))
 		return nil
 	})
 	if err != nil {
@@ -662,23 +683,102 @@ func fileDigests(t *testing.T, dir string) map[string]string {
 	return out
 }
 
-// readTree returns the contents of every regular file under dir.
-func readTree(t *testing.T, dir string) map[string][]byte {
+// Linux lseek whence values that skip the holes of sparse files (Badger
+// preallocates its value log and memtable files).
+const (
+	seekData = 3
+	seekHole = 4
+)
+
+// scanTree searches every regular file under dir for each needle and
+// returns, by needle name, the files that contain it.
+func scanTree(t *testing.T, dir string, needles map[string][]byte) map[string][]string {
 	t.Helper()
-	out := map[string][]byte{}
+	found := map[string][]string{}
+	files := 0
 	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
 		if err != nil || !d.Type().IsRegular() {
 			return err
 		}
-		raw, err := os.ReadFile(path)
-		if err != nil {
-			return err
+		files++
+		hits, err := scanFile(path, needles)
+		for _, name := range hits {
+			found[name] = append(found[name], path)
 		}
-		out[path] = raw
-		return nil
+		return err
 	})
 	if err != nil {
-		t.Fatalf("reading %s: %v", dir, err)
+		t.Fatalf("scanning %s: %v", dir, err)
 	}
-	return out
+	if files == 0 {
+		t.Fatalf("no files in %s", dir)
+	}
+	return found
+}
+
+// scanFile reports which needles occur in the file, reading only its data
+// regions, in chunks that overlap by the longest needle.
+func scanFile(path string, needles map[string][]byte) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	longest := 1
+	for _, n := range needles {
+		longest = max(longest, len(n))
+	}
+	hit := map[string]bool{}
+	check := func(b []byte) {
+		for name, n := range needles {
+			if len(n) > 0 && !hit[name] && bytes.Contains(b, n) {
+				hit[name] = true
+			}
+		}
+	}
+	buf := make([]byte, 4<<20)
+	size := st.Size()
+	for off := int64(0); off < size; {
+		start, err := f.Seek(off, seekData)
+		if err != nil {
+			if off == 0 { // no SEEK_DATA support, or no data at all: read it all
+				start = 0
+			} else {
+				break
+			}
+		}
+		end, err := f.Seek(start, seekHole)
+		if err != nil || end <= start {
+			end = size
+		}
+		if _, err := f.Seek(start, io.SeekStart); err != nil {
+			return nil, err
+		}
+		var carry []byte
+		for pos := start; pos < end; {
+			n, err := f.Read(buf[:min(int64(len(buf)), end-pos)])
+			if n > 0 {
+				window := append(carry, buf[:n]...)
+				check(window)
+				carry = append([]byte(nil), window[max(0, len(window)-longest+1):]...)
+				pos += int64(n)
+			}
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
+		off = end
+	}
+	var names []string
+	for name := range hit {
+		names = append(names, name)
+	}
+	return names, nil
 }

@@ -71,6 +71,10 @@ func Open(o Options) (*Store, error) {
 	if err := checkWritable(dir); err != nil {
 		return nil, err
 	}
+	if info, err := os.Stat(dir); err == nil && info.Mode().Perm()&0o077 != 0 {
+		o.Logger.Warn("the storage directory is open to other users; its values are sealed, but 0700 keeps even their sizes private",
+			zap.String("dir", dir), zap.Stringer("mode", info.Mode().Perm()))
+	}
 	if err := checkOrCreateMeta(dir, o.MasterKey, o.Now()); err != nil {
 		return nil, fmt.Errorf("storage directory %s: %w", dir, err)
 	}

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+)
+
+// The sensitive values the token tests use; none may appear anywhere but
+// in answers to a revealing key.
+const (
+	e2ePAN     = "4242424242424242"
+	e2eCVC     = "9173"
+	e2eAccount = "000123456789"
+)
+
+// TestTokensEndToEnd drives the token API through the binary and checks
+// that card data is revealed only to a revealing key: never in other
+// answers, error bodies, the server log, the access log or the files.
+func TestTokensEndToEnd(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, serverOpts{})
+	ct := s.createTenant("Tokens Co")
+	allPerms := []string{"token:create", "token:read", "token:update", "token:delete"}
+	_, revealKey, _ := s.createApp(ct.Key, map[string]any{"name": "reveal", "type": "private",
+		"rules": []map[string]any{{"priority": 1, "container": "/", "transform": "reveal", "permissions": allPerms}}})
+	_, maskKey, _ := s.createApp(ct.Key, map[string]any{"name": "mask", "type": "private",
+		"rules": []map[string]any{{"priority": 1, "container": "/", "transform": "mask", "permissions": allPerms}}})
+	_, generalKey, _ := s.createApp(ct.Key, map[string]any{"name": "general only", "type": "private",
+		"rules": []map[string]any{{"priority": 1, "container": "/general/", "transform": "reveal", "permissions": allPerms}}})
+
+	var guarded []string // bodies that must not carry the card data
+	keep := func(r apiResponse) apiResponse { guarded = append(guarded, string(r.Raw)); return r }
+
+	card := map[string]any{"type": "card", "data": map[string]any{
+		"number": e2ePAN, "expiration_month": 12, "expiration_year": 2031, "cvc": e2eCVC}}
+	created := keep(s.expect(http.StatusCreated, http.MethodPost, "/tokens", maskKey, card))
+	id := str(created.Body, "id")
+	if got := str(created.Body, "data", "number"); got != "XXXXXXXXXXXX4242" {
+		t.Errorf("create answer: data.number %q, want the mask", got)
+	}
+	revealed := s.expect(http.StatusOK, http.MethodGet, "/tokens/"+id, revealKey, nil)
+	if str(revealed.Body, "data", "number") != e2ePAN || str(revealed.Body, "data", "cvc") != e2eCVC {
+		t.Errorf("revealing read: %s", revealed.Raw)
+	}
+	masked := keep(s.expect(http.StatusOK, http.MethodGet, "/tokens/"+id, maskKey, nil))
+	if got := str(masked.Body, "data", "number"); got != "XXXXXXXXXXXX4242" {
+		t.Errorf("masked read: data.number %q", got)
+	}
+	keep(s.expect(http.StatusForbidden, http.MethodGet, "/tokens/"+id, generalKey, nil))
+	keep(s.expect(http.StatusOK, http.MethodGet, "/tokens", maskKey, nil))
+
+	bank := map[string]any{"type": "bank", "data": map[string]any{"routing_number": "021000021", "account_number": e2eAccount}}
+	keep(s.expect(http.StatusCreated, http.MethodPost, "/tokens", maskKey, bank))
+
+	tokenized := keep(s.expect(http.StatusOK, http.MethodPost, "/tokenize", maskKey, map[string]any{
+		"first_name": "Ada", "card": card, "list": []any{1, true}}))
+	if !strings.HasPrefix(str(tokenized.Body, "card", "mask", "number"), "XXXXXXXXXXXX") {
+		t.Errorf("tokenize answer: %s", tokenized.Raw)
+	}
+	keep(s.expect(http.StatusBadRequest, http.MethodPost, "/tokens", maskKey, map[string]any{
+		"type": "card", "data": map[string]any{"number": e2ePAN[:15] + "1", "cvc": e2eCVC}}))
+	keep(s.expect(http.StatusBadRequest, http.MethodPost, "/tokens", maskKey, map[string]any{
+		"type": "bank", "data": map[string]any{"routing_number": "021000022", "account_number": e2eAccount}}))
+
+	for _, body := range guarded {
+		for _, secret := range []string{e2ePAN, e2eCVC, e2eAccount} {
+			if strings.Contains(body, secret) {
+				t.Errorf("an answer to a non-revealing key carries sensitive data: %s", body)
+			}
+		}
+	}
+
+	// The token survives a restart.
+	s.stopClean()
+	logs := serverLogs(s)
+	s = startServer(t, serverOpts{Storage: s.opts.Storage})
+	again := s.expect(http.StatusOK, http.MethodGet, "/tokens/"+id, revealKey, nil)
+	if str(again.Body, "data", "number") != e2ePAN {
+		t.Errorf("after a restart: %s", again.Raw)
+	}
+	s.stopClean()
+	logs += serverLogs(s)
+	for _, secret := range []string{e2ePAN, e2eCVC, e2eAccount} {
+		if strings.Contains(logs, secret) {
+			t.Errorf("the server or access log carries sensitive data %q", secret)
+		}
+	}
+	found := scanTree(t, s.opts.Storage, map[string][]byte{"card number": []byte(e2ePAN), "account number": []byte(e2eAccount)})
+	if len(found) > 0 {
+		t.Errorf("sensitive data in clear in the data directory: %v", found)
+	}
+}
+
+// serverLogs is everything a server wrote to its log and access log.
+func serverLogs(s *server) string {
+	logs := s.stderr()
+	if raw, err := os.ReadFile(s.accessLog); err == nil {
+		logs += string(raw)
+	}
+	return logs
+}

@@ -76,6 +76,8 @@ func problemFor(err error) problem {
 		return newProblem(http.StatusNotFound, "not found")
 	case errors.Is(err, vaultstore.ErrConflict):
 		return newProblem(http.StatusConflict, "the resource already exists")
+	case errors.Is(err, vaultstore.ErrBusy):
+		return newProblem(http.StatusServiceUnavailable, "the vault is busy with concurrent changes; retry the request")
 	}
 	return newProblem(http.StatusInternalServerError, "the vault could not complete the request")
 }
@@ -94,6 +96,9 @@ func writeProblem(w http.ResponseWriter, logger *zap.Logger, traceID string, err
 		logger.Error("request failed", zap.String("trace_id", traceID), zap.Error(err))
 	} else if c := logger.Check(zap.DebugLevel, "request refused"); c != nil {
 		c.Write(zap.String("trace_id", traceID), zap.Int("status", p.Status), zap.String("detail", p.Detail))
+	}
+	if p.Status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
 	}
 	var ae *apiError
 	if errors.As(err, &ae) && len(ae.allow) > 0 {

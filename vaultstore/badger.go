@@ -110,7 +110,7 @@ func (kv *badgerKV) Update(ctx context.Context, fn func(Writer) error) error {
 		case <-time.After(backoff):
 		}
 	}
-	return fmt.Errorf("transaction kept conflicting: %w", err)
+	return fmt.Errorf("transaction kept conflicting: %w: %w", ErrBusy, err)
 }
 
 func (kv *badgerKV) DeletePrefix(ctx context.Context, prefix []byte) error {

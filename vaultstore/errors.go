@@ -17,6 +17,8 @@ var (
 	ErrForbidden = errors.New("forbidden")
 	// ErrConflict: the record already exists.
 	ErrConflict = errors.New("conflict")
+	// ErrBusy: concurrent writes kept colliding; the request may be retried.
+	ErrBusy = errors.New("busy")
 )
 
 // ValidationError lists the request fields that failed validation, each

@@ -12,11 +12,12 @@ package vaultstore
 //	v1/t/{tenant}/appkey/{application}/{key}  API key metadata, sealed
 //	v1/fpk/{tenant}                        tenant fingerprint key, wrapped by the master key
 //	v1/t/{tenant}/tok/{token}              token record, sealed
-//	v1/t/{tenant}/tokc/{created ns hex}/{token}  token list order (empty value)
+//	v1/t/{tenant}/tokc/{created ns hex}/{token}  token list order; value: container and expiry
 //	v1/t/{tenant}/fpc/{fingerprint}        dedupe claim: the token that first held a fingerprint
 //	v1/t/{tenant}/fpx/{fingerprint}/{token}  every token holding a fingerprint
 //	v1/t/{tenant}/six/{index hash}/{token}   search index entry (keyed hash, never the value)
-//	v1/t/{tenant}/usage/{type}/{shard}     token count and last creation, sharded against contention
+//	v1/t/{tenant}/usage/{type}/{ns hex}{rand}  a change to a type's token count, written without a read
+//	v1/t/{tenant}/usage/{type}/total       the changes folded so far
 //	v1/t/{tenant}/mat/{yyyymm}/{token}     monthly active token marker
 //	v1/exp/{expires ns hex}/{tenant}/{token}  expiry queue for the purge sweep; value is the type
 //
@@ -84,8 +85,12 @@ func searchIndexPrefix(tenantID, hash string) []byte {
 	return []byte(keyVersion + "t/" + tenantID + "/six/" + hash + "/")
 }
 
-func usageKey(tenantID, tokenType string, shard int) []byte {
-	return fmt.Appendf(nil, "%st/%s/usage/%s/%02d", keyVersion, tenantID, tokenType, shard)
+func usageDeltaKey(tenantID, tokenType string, at time.Time, nonce uint64) []byte {
+	return fmt.Appendf(nil, "%st/%s/usage/%s/%016x%016x", keyVersion, tenantID, tokenType, at.UnixNano(), nonce)
+}
+
+func usageTotalKey(tenantID, tokenType string) []byte {
+	return []byte(keyVersion + "t/" + tenantID + "/usage/" + tokenType + "/total")
 }
 
 func usagePrefix(tenantID string) []byte { return []byte(keyVersion + "t/" + tenantID + "/usage/") }

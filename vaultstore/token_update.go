@@ -121,6 +121,9 @@ func (s *Store) patched(t *Tenant, old *tokenRecord, patch map[string]any, actor
 		checkExpressions("mask", next.Mask, v)
 	}
 	if m, ok := patch["metadata"]; ok {
+		if _, isObject := m.(map[string]any); m != nil && !isObject {
+			v.Add("metadata", "must be an object of strings")
+		}
 		merged, _ := mergePatch(anyMap(old.Metadata), m).(map[string]any)
 		next.Metadata = nil
 		for k, val := range merged {
@@ -170,10 +173,10 @@ func (s *Store) patched(t *Tenant, old *tokenRecord, patch map[string]any, actor
 	if ea, ok := patch["expires_at"]; ok {
 		str, isString := ea.(string)
 		switch {
+		case ea != nil && !isString:
+			v.Add("expires_at", "must be a string")
 		case ea == nil || str == "":
 			next.ExpiresAt = nil
-		case !isString:
-			v.Add("expires_at", "must be a string")
 		default:
 			at, err := ParseExpiresAt(str, s.now())
 			mergeValidation(v, err)

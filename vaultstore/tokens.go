@@ -1,12 +1,14 @@
 package vaultstore
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -370,9 +372,9 @@ func (s *Store) writeToken(w Writer, tk *tenantKeys, rec *tokenRecord) error {
 	if err := putSealed(w, tk, "token", tid, rec.ID, tokenKey(tid, rec.ID), rec); err != nil {
 		return err
 	}
-	// the order entry carries the container, so a list can skip tokens
-	// the caller may not read without opening them
-	if err := w.Put(tokenOrderKey(tid, rec.CreatedAt.Time, rec.ID), []byte(rec.container()), 0); err != nil {
+	// the order entry carries the container and expiry, so a list can
+	// skip and count tokens without opening them
+	if err := w.Put(tokenOrderKey(tid, rec.CreatedAt.Time, rec.ID), orderValue(rec), 0); err != nil {
 		return err
 	}
 	if rec.Fingerprint != "" {
@@ -424,6 +426,28 @@ func (s *Store) removeToken(w Writer, rec *tokenRecord) error {
 	return nil
 }
 
+// orderValue is the value of a token's list order entry: its container,
+// and its expiry in Unix nanoseconds when it has one.
+func orderValue(rec *tokenRecord) []byte {
+	v := []byte(rec.container())
+	if rec.ExpiresAt != nil {
+		v = strconv.AppendInt(append(v, 0), rec.ExpiresAt.UnixNano(), 10)
+	}
+	return v
+}
+
+func parseOrderValue(v []byte) (string, time.Time) {
+	container, expires, ok := bytes.Cut(v, []byte{0})
+	if !ok {
+		return string(container), time.Time{}
+	}
+	ns, err := strconv.ParseInt(string(expires), 10, 64)
+	if err != nil {
+		return string(container), time.Time{}
+	}
+	return string(container), time.Unix(0, ns)
+}
+
 // loadToken reads a live token; an expired one is ErrNotFound.
 func (s *Store) loadToken(r Reader, tk *tenantKeys, tenantID, id string) (*tokenRecord, error) {
 	if id == "" || strings.Contains(id, "/") {
@@ -439,38 +463,21 @@ func (s *Store) loadToken(r Reader, tk *tenantKeys, tenantID, id string) (*token
 	return &rec, nil
 }
 
-// usageShards spreads a tenant's token counters over several keys, so
-// concurrent creates rarely conflict on one counter.
-const usageShards = 8
-
-// usageCounter is one shard of a token type's count.
-type usageCounter struct {
+// usageDelta is one change to a token type's count. Creates and deletes
+// write a new delta key without reading any, so they never conflict with
+// each other; Usage sums the deltas and folds them now and then.
+type usageDelta struct {
 	Count         int64      `json:"count"`
 	LastCreatedAt *Timestamp `json:"last_created_at,omitempty"`
 }
 
-// countToken adds delta to the count of a token type.
+// countToken records delta tokens of a type.
 func (s *Store) countToken(w Writer, tokenType, tenantID string, delta int64, created *Timestamp) error {
-	key := usageKey(tenantID, tokenType, rand.IntN(usageShards))
-	var c usageCounter
-	raw, err := w.Get(key)
-	switch {
-	case err == nil:
-		if err := json.Unmarshal(raw, &c); err != nil {
-			return fmt.Errorf("usage counter: %w", err)
-		}
-	case !errors.Is(err, ErrNotFound):
-		return err
-	}
-	c.Count += delta
-	if created != nil && (c.LastCreatedAt == nil || created.After(c.LastCreatedAt.Time)) {
-		c.LastCreatedAt = created
-	}
-	raw, err = json.Marshal(c)
+	raw, err := json.Marshal(usageDelta{Count: delta, LastCreatedAt: created})
 	if err != nil {
 		return err
 	}
-	return w.Put(key, raw, 0)
+	return w.Put(usageDeltaKey(tenantID, tokenType, s.now(), rand.Uint64()), raw, 0)
 }
 
 // markActive records that a token was created, read or used this month.
@@ -554,6 +561,13 @@ func (s *Store) shape(rec *tokenRecord, transform string) (*Token, error) {
 			masked, err := expr.EvaluateJSON(rec.Mask, map[string]any{"data": s.fullData(rec)})
 			if err != nil {
 				return nil, invalid("mask", err.Error())
+			}
+			if obj, ok := masked.(map[string]any); ok {
+				for k, v := range obj {
+					if v == nil {
+						delete(obj, k) // a mask member over absent data shows nothing
+					}
+				}
 			}
 			tok.Data = masked
 		}
@@ -641,7 +655,8 @@ func (s *Store) ListTokens(ctx context.Context, req TokenRequest, f TokenFilter,
 		if err != nil {
 			return err
 		}
-		if len(f.IDs) > 0 {
+		if ids := slices.DeleteFunc(slices.Clone(f.IDs), func(id string) bool { return id == "" }); len(ids) > 0 {
+			f.IDs = ids
 			var recs []*tokenRecord
 			for _, id := range slices.Compact(slices.Sorted(slices.Values(f.IDs))) {
 				rec, err := s.loadToken(r, tk, req.Tenant.ID, id)
@@ -660,8 +675,13 @@ func (s *Store) ListTokens(ctx context.Context, req TokenRequest, f TokenFilter,
 			}
 			return nil
 		}
-		return r.Scan(tokenOrderPrefix(req.Tenant.ID), nil, func(key, container []byte) error {
-			if _, err := req.Application.Authorize("token:read", string(container)); err != nil {
+		now := s.now()
+		return r.Scan(tokenOrderPrefix(req.Tenant.ID), nil, func(key, value []byte) error {
+			container, expires := parseOrderValue(value)
+			if !expires.IsZero() && !now.Before(expires) {
+				return nil
+			}
+			if _, err := req.Application.Authorize("token:read", container); err != nil {
 				return nil
 			}
 			if len(f.Metadata) == 0 && (total < offset || len(page) >= limit) {

@@ -1,0 +1,1250 @@
+package caddymodule
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/tokenvault/tokenvault/vaultstore"
+)
+
+// Values the tests submit as sensitive data. None may appear in a log
+// line, and none in a response body except a revealing key's GET of the
+// token that holds it.
+const (
+	tvCard          = "4242424242424242"
+	tvCardBadLuhn   = "4242424242424241"
+	tvCard12        = "424242424242"
+	tvCardFullWidth = "４２４２４２４２４２４２４２４２"
+	tvCVC           = "7373"
+	tvRouting       = "110000000" // valid ABA checksum
+	tvRoutingBad    = "110000001"
+	tvAccount       = "771206789"
+	tvAccount18     = "771206789771206789"
+	tvSecretText    = "tv-secret-Ωmega-✓-9f8e"
+	tvBigNumber     = "12345678901234567890"
+)
+
+// tvSecrets are searched in bodies and logs (the general key reveals
+// /general/, so its reads are exempt like the revealing key's). The CVC is searched as a JSON
+// string, since four bare digits turn up in trace ids and timestamps.
+var tvSecrets = []string{tvCard, tvCardBadLuhn, tvCard12, tvCardFullWidth, `"` + tvCVC + `"`, tvRoutingBad, tvAccount, tvSecretText}
+
+// Roles of the test keys.
+const (
+	tvRoleMgmt    = "management"
+	tvRoleReveal  = "reveal"  // reveal on "/"
+	tvRoleMask    = "mask"    // mask on /pci/, /bank/, /general/
+	tvRoleRedact  = "redact"  // redact on "/"
+	tvRoleGeneral = "general" // reveal on /general/ only
+	tvRoleOther   = "other"   // reveal on "/", in a second tenant
+)
+
+// tvLogBuffer collects the handler's log lines.
+type tvLogBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *tvLogBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *tvLogBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// tvExchange is one request and its answer, kept for the secrets check.
+type tvExchange struct {
+	role, method, path string
+	status             int
+	body               string
+}
+
+// tvEnv is a handler over a real on-disk store, a tenant with one
+// application per role, and a record of every answer.
+type tvEnv struct {
+	tb    testing.TB
+	h     *API
+	store *vaultstore.Store
+	logs  *tvLogBuffer
+	keys  map[string]string
+	// tenantID is the first tenant's id.
+	tenantID string
+
+	record    bool
+	mu        sync.Mutex
+	exchanges []tvExchange
+}
+
+// tvResp is an answer as a client sees it.
+type tvResp struct {
+	status int
+	header http.Header
+	raw    []byte
+	body   any // decoded with UseNumber; nil for an empty body
+}
+
+func (r tvResp) String() string { return fmt.Sprintf("%d %s", r.status, r.raw) }
+
+// newTokenEnv builds the environment. With record set, every answer and
+// every log line is checked for the test secrets when the test ends.
+func newTokenEnv(tb testing.TB, syncWrites, record bool) *tvEnv {
+	tb.Helper()
+	h, store := newTestAPI(tb, syncWrites)
+	return setupTokenEnv(tb, h, store, record)
+}
+
+// tvClock is a settable clock for the store.
+type tvClock struct{ at atomic.Int64 }
+
+func (c *tvClock) now() time.Time          { return time.Unix(0, c.at.Load()) }
+func (c *tvClock) advance(d time.Duration) { c.at.Add(int64(d)) }
+
+// newTokenEnvClock is newTokenEnv over a store that reads the clock c.
+func newTokenEnvClock(tb testing.TB, c *tvClock) *tvEnv {
+	tb.Helper()
+	c.at.Store(time.Now().UnixNano())
+	store, err := vaultstore.Open(vaultstore.Options{Dir: tb.TempDir(), MasterKey: make([]byte, vaultstore.MasterKeySize), Now: c.now})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { store.Close() })
+	h := &API{store: store, headers: newVaultHeaders("SVC")}
+	h.routes = newRouter(h.apiRoutes())
+	return setupTokenEnv(tb, h, store, true)
+}
+
+func setupTokenEnv(tb testing.TB, h *API, store *vaultstore.Store, record bool) *tvEnv {
+	tb.Helper()
+	logs := &tvLogBuffer{}
+	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
+	h.logger = zap.New(zapcore.NewCore(enc, zapcore.AddSync(logs), zap.DebugLevel))
+	e := &tvEnv{tb: tb, h: h, store: store, logs: logs, keys: map[string]string{}, record: record}
+
+	ctx := context.Background()
+	t1, err := store.CreateTenant(ctx, vaultstore.NewTenant{Name: "tokens-test", Type: vaultstore.TenantTest})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	e.tenantID = t1.Tenant.ID
+	e.keys[tvRoleMgmt] = t1.Key
+	all := []string{"token:create", "token:read", "token:update", "token:delete"}
+	rule := func(prio int, container, transform string, perms []string) map[string]any {
+		return map[string]any{"priority": prio, "container": container, "transform": transform, "permissions": perms}
+	}
+	apps := []struct {
+		role  string
+		rules []map[string]any
+	}{
+		{tvRoleReveal, []map[string]any{rule(1, "/", "reveal", all)}},
+		{tvRoleMask, []map[string]any{
+			rule(1, "/pci/", "mask", all),
+			rule(2, "/bank/", "mask", all),
+			rule(3, "/general/", "mask", all),
+		}},
+		{tvRoleRedact, []map[string]any{rule(1, "/", "redact", all)}},
+		{tvRoleGeneral, []map[string]any{rule(1, "/general/", "reveal", all)}},
+	}
+	for _, a := range apps {
+		e.keys[a.role] = e.createApp(tvRoleMgmt, a.role, a.rules)
+	}
+
+	t2, err := store.CreateTenant(ctx, vaultstore.NewTenant{Name: "other-tenant", Type: vaultstore.TenantTest})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	e.keys["other-management"] = t2.Key
+	e.keys[tvRoleOther] = e.createApp("other-management", tvRoleOther, []map[string]any{rule(1, "/", "reveal", all)})
+
+	if record {
+		tb.Cleanup(e.checkSecrets)
+	}
+	return e
+}
+
+func (e *tvEnv) createApp(mgmtRole, name string, rules []map[string]any) string {
+	e.tb.Helper()
+	r := e.do(mgmtRole, http.MethodPost, "/applications", map[string]any{"name": name, "type": "private", "rules": rules})
+	if r.status != http.StatusCreated {
+		e.tb.Fatalf("create application %s: %s", name, r)
+	}
+	key, _ := tvField(r.body, "key").(string)
+	if key == "" {
+		e.tb.Fatalf("create application %s: no key in %s", name, r)
+	}
+	return key
+}
+
+// tvRevealing reports whether an answer may carry token data in the clear.
+func tvRevealing(x tvExchange) bool {
+	return (x.role == tvRoleReveal || x.role == tvRoleGeneral) && x.method == http.MethodGet && strings.HasPrefix(x.path, "/tokens")
+}
+
+// checkSecrets fails the test when a secret shows up in an answer that
+// should not reveal data, or in any log line.
+func (e *tvEnv) checkSecrets() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, x := range e.exchanges {
+		if tvRevealing(x) {
+			continue
+		}
+		for _, s := range tvSecrets {
+			if strings.Contains(x.body, s) {
+				e.tb.Errorf("secret %q in the answer to %s %s (%s key, %d): %s", s, x.method, x.path, x.role, x.status, x.body)
+			}
+		}
+		if strings.Contains(x.body, `"cvc":`) {
+			e.tb.Errorf("cvc member in the answer to %s %s (%s key): %s", x.method, x.path, x.role, x.body)
+		}
+	}
+	logs := e.logs.String()
+	for _, line := range strings.Split(logs, "\n") {
+		for _, s := range append(slices.Clone(tvSecrets), ":"+tvCVC, " "+tvCVC) {
+			if strings.Contains(line, s) {
+				e.tb.Errorf("secret %q in a log line: %s", s, line)
+			}
+		}
+	}
+}
+
+// do sends one request through API.ServeHTTP. body is nil, a string (sent
+// as is) or a value (sent as JSON). hdr are header name/value pairs; a
+// PATCH defaults to application/merge-patch+json.
+func (e *tvEnv) do(role, method, path string, body any, hdr ...string) tvResp {
+	e.tb.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		raw, err := json.Marshal(b)
+		if err != nil {
+			e.tb.Fatal(err)
+		}
+		rd = bytes.NewReader(raw)
+	}
+	req := httptest.NewRequest(method, path, rd)
+	if key := e.keys[role]; key != "" {
+		req.Header.Set("SVC-API-KEY", key)
+	}
+	if body != nil {
+		if method == http.MethodPatch {
+			req.Header.Set("Content-Type", "application/merge-patch+json")
+		} else {
+			req.Header.Set("Content-Type", "application/json")
+		}
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	w := httptest.NewRecorder()
+	if err := e.h.ServeHTTP(w, req, nil); err != nil {
+		e.tb.Fatalf("%s %s: ServeHTTP returned %v", method, path, err)
+	}
+	r := tvResp{status: w.Code, header: w.Header(), raw: w.Body.Bytes()}
+	if len(bytes.TrimSpace(r.raw)) > 0 {
+		dec := json.NewDecoder(bytes.NewReader(r.raw))
+		dec.UseNumber()
+		if err := dec.Decode(&r.body); err != nil {
+			e.tb.Errorf("%s %s: answer is not JSON: %v: %s", method, path, err, r.raw)
+		}
+	}
+	if e.record {
+		e.mu.Lock()
+		e.exchanges = append(e.exchanges, tvExchange{role: role, method: method, path: path, status: r.status, body: string(r.raw)})
+		e.mu.Unlock()
+	}
+	return r
+}
+
+// tvField walks decoded JSON: strings index objects, ints index arrays.
+func tvField(v any, path ...any) any {
+	for _, p := range path {
+		switch k := p.(type) {
+		case string:
+			m, ok := v.(map[string]any)
+			if !ok {
+				return nil
+			}
+			v = m[k]
+		case int:
+			a, ok := v.([]any)
+			if !ok || k < 0 || k >= len(a) {
+				return nil
+			}
+			v = a[k]
+		}
+	}
+	return v
+}
+
+func tvHas(v any, name string) bool {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return false
+	}
+	_, ok = m[name]
+	return ok
+}
+
+func tvStr(v any, path ...any) string {
+	s, _ := tvField(v, path...).(string)
+	return s
+}
+
+// tvJSONOf decodes a JSON literal the way answers are decoded.
+func tvJSONOf(tb testing.TB, s string) any {
+	tb.Helper()
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		tb.Fatalf("bad JSON literal %s: %v", s, err)
+	}
+	return v
+}
+
+// tvWantStatus fails unless the answer has the status.
+func tvWantStatus(tb testing.TB, r tvResp, status int, what string) {
+	tb.Helper()
+	if r.status != status {
+		tb.Fatalf("%s: status %d, want %d: %s", what, r.status, status, r.raw)
+	}
+}
+
+// tvWantProblem checks an RFC 7807 answer; with fields, each must be named
+// in errors.
+func tvWantProblem(tb testing.TB, r tvResp, status int, what string, fields ...string) {
+	tb.Helper()
+	if r.status != status {
+		tb.Errorf("%s: status %d, want %d: %s", what, r.status, status, r.raw)
+		return
+	}
+	if ct := r.header.Get("Content-Type"); ct != "application/problem+json" {
+		tb.Errorf("%s: Content-Type %q, want application/problem+json", what, ct)
+	}
+	if got := tvField(r.body, "status"); fmt.Sprint(got) != fmt.Sprint(status) {
+		tb.Errorf("%s: problem status %v, want %d: %s", what, got, status, r.raw)
+	}
+	if tvStr(r.body, "title") == "" || tvStr(r.body, "type") == "" {
+		tb.Errorf("%s: problem without type or title: %s", what, r.raw)
+	}
+	errs, _ := tvField(r.body, "errors").(map[string]any)
+	for _, f := range fields {
+		if _, ok := errs[f]; !ok {
+			tb.Errorf("%s: errors does not name %q: %s", what, f, r.raw)
+		}
+	}
+}
+
+// count is the number of tokens the revealing key sees.
+func (e *tvEnv) count() int {
+	e.tb.Helper()
+	r := e.do(tvRoleReveal, http.MethodGet, "/tokens?size=1", nil)
+	tvWantStatus(e.tb, r, http.StatusOK, "count tokens")
+	n, err := tvField(r.body, "pagination", "total_items").(json.Number).Int64()
+	if err != nil {
+		e.tb.Fatalf("total_items: %v: %s", err, r.raw)
+	}
+	return int(n)
+}
+
+// create POSTs a token and returns the answer, failing unless it is 201.
+func (e *tvEnv) create(role string, body any) tvResp {
+	e.tb.Helper()
+	r := e.do(role, http.MethodPost, "/tokens", body)
+	tvWantStatus(e.tb, r, http.StatusCreated, "create token")
+	if tvStr(r.body, "id") == "" {
+		e.tb.Fatalf("create token: no id: %s", r.raw)
+	}
+	return r
+}
+
+func tvCardBody() map[string]any {
+	return map[string]any{"type": "card", "data": map[string]any{
+		"number": tvCard, "expiration_month": 12, "expiration_year": 2030, "cvc": tvCVC,
+	}}
+}
+
+func tvBankBody() map[string]any {
+	return map[string]any{"type": "bank", "data": map[string]any{"routing_number": tvRouting, "account_number": tvAccount}}
+}
+
+// TestTokenRoundTrip creates a token of each type and reads it back with
+// each kind of key.
+func TestTokenRoundTrip(t *testing.T) {
+	e := newTokenEnv(t, false, true)
+	cases := []struct {
+		name      string
+		body      string
+		revealed  string // the data a revealing GET returns
+		masked    string // the data a masking GET returns; "" for none
+		container string
+	}{
+		{
+			name:      "token object",
+			body:      `{"type":"token","data":{"s":"` + tvSecretText + `","n":` + tvBigNumber + `,"f":1.50,"neg":-0.0e3,"b":false,"z":null,"nested":{"a":[1,"2",{"x":"<&>"}]}}}`,
+			revealed:  `{"s":"` + tvSecretText + `","n":` + tvBigNumber + `,"f":1.50,"neg":-0.0e3,"b":false,"z":null,"nested":{"a":[1,"2",{"x":"<&>"}]}}`,
+			container: "/general/high/",
+		},
+		{
+			name:      "token array",
+			body:      `{"type":"token","data":["` + tvSecretText + `",` + tvBigNumber + `,true,[],{}]}`,
+			revealed:  `["` + tvSecretText + `",` + tvBigNumber + `,true,[],{}]`,
+			container: "/general/high/",
+		},
+		{
+			name:      "token number",
+			body:      `{"type":"token","data":` + tvBigNumber + `}`,
+			revealed:  tvBigNumber,
+			container: "/general/high/",
+		},
+		{
+			name:      "token unicode string",
+			body:      `{"type":"token","data":"` + tvSecretText + ` 日本語 😀 \u00e9"}`,
+			revealed:  `"` + tvSecretText + ` 日本語 😀 é"`,
+			container: "/general/high/",
+		},
+		{
+			name:      "token with a custom mask",
+			body:      `{"type":"token","data":"abcdef123456","mask":"{{ data | reveal_last: 4 }}"}`,
+			revealed:  `"abcdef123456"`,
+			masked:    `"XXXXXXXX3456"`,
+			container: "/general/high/",
+		},
+		{
+			name:      "card",
+			body:      tvJSON(t, tvCardBody()),
+			revealed:  `{"number":"` + tvCard + `","expiration_month":12,"expiration_year":2030,"cvc":"` + tvCVC + `"}`,
+			masked:    `{"number":"XXXXXXXXXXXX4242","expiration_month":12,"expiration_year":2030}`,
+			container: "/pci/high/",
+		},
+		{
+			name:      "bank",
+			body:      tvJSON(t, tvBankBody()),
+			revealed:  `{"routing_number":"` + tvRouting + `","account_number":"` + tvAccount + `"}`,
+			masked:    `{"routing_number":"` + tvRouting + `","account_number":"XXXXX6789"}`,
+			container: "/bank/high/",
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			created := e.create(tvRoleReveal, tc.body)
+			id := tvStr(created.body, "id")
+			if got := tvField(created.body, "containers"); !reflect.DeepEqual(got, []any{tc.container}) {
+				t.Errorf("containers %v, want [%s]", got, tc.container)
+			}
+			if tvStr(created.body, "tenant_id") != e.tenantID || tvStr(created.body, "created_at") == "" || tvStr(created.body, "created_by") == "" {
+				t.Errorf("create answer lacks tenant_id/created_at/created_by: %s", created.raw)
+			}
+			// a create reveals nothing: masked data at most
+			if tc.masked != "" {
+				if got := tvField(created.body, "data"); !reflect.DeepEqual(got, tvJSONOf(t, tc.masked)) {
+					t.Errorf("create answer data %v, want masked %s", got, tc.masked)
+				}
+			} else if tvHas(created.body, "data") {
+				t.Errorf("create answer of a token without mask has data: %s", created.raw)
+			}
+
+			path := "/tokens/" + url.PathEscape(id)
+			rev := e.do(tvRoleReveal, http.MethodGet, path, nil)
+			tvWantStatus(t, rev, http.StatusOK, "revealing GET")
+			if got, want := tvField(rev.body, "data"), tvJSONOf(t, tc.revealed); !reflect.DeepEqual(got, want) {
+				t.Errorf("revealed data\n got %#v\nwant %#v", got, want)
+			}
+			if strings.Contains(tc.revealed, tvBigNumber) && !bytes.Contains(rev.raw, []byte(tvBigNumber)) {
+				t.Errorf("%s not returned byte-exactly: %s", tvBigNumber, rev.raw)
+			}
+
+			masked := e.do(tvRoleMask, http.MethodGet, path, nil)
+			tvWantStatus(t, masked, http.StatusOK, "masking GET")
+			if tc.masked == "" {
+				if tvHas(masked.body, "data") {
+					t.Errorf("masked read of a token without mask has data: %s", masked.raw)
+				}
+			} else if got := tvField(masked.body, "data"); !reflect.DeepEqual(got, tvJSONOf(t, tc.masked)) {
+				t.Errorf("masked data %v, want %s", got, tc.masked)
+			}
+
+			red := e.do(tvRoleRedact, http.MethodGet, path, nil)
+			tvWantStatus(t, red, http.StatusOK, "redacting GET")
+			if tvHas(red.body, "data") {
+				t.Errorf("redacted read has data: %s", red.raw)
+			}
+			if tvStr(red.body, "id") != id || tvStr(red.body, "type") == "" {
+				t.Errorf("redacted read lacks id/type: %s", red.raw)
+			}
+
+			gen := e.do(tvRoleGeneral, http.MethodGet, path, nil)
+			if tc.container == "/general/high/" {
+				tvWantStatus(t, gen, http.StatusOK, "general key on a general token")
+			} else {
+				tvWantProblem(t, gen, http.StatusForbidden, "key without a rule for "+tc.container)
+			}
+		})
+	}
+}
+
+func tvJSON(tb testing.TB, v any) string {
+	tb.Helper()
+	raw, err := json.Marshal(v)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return string(raw)
+}
+
+// usageTotal is total_tokens of the usage report.
+func (e *tvEnv) usageTotal() string {
+	e.tb.Helper()
+	r := e.do(tvRoleMgmt, http.MethodGet, "/tenants/self/reports/usage", nil)
+	tvWantStatus(e.tb, r, http.StatusOK, "usage report")
+	return fmt.Sprint(tvField(r.body, "total_tokens"))
+}
+
+// TestTokenCreateValidation sends one invalid create per rule: each is a
+// 400 problem naming the field, and nothing is written.
+func TestTokenCreateValidation(t *testing.T) {
+	e := newTokenEnv(t, false, true)
+	e.create(tvRoleReveal, tvCardBody()) // something to count
+	card := func(data string) string { return `{"type":"card","data":` + data + `}` }
+	cases := []struct {
+		name, body, field string
+	}{
+		{"type unknown", `{"type":"cheque","data":"x"}`, "type"},
+		{"type missing", `{"data":"x"}`, "type"},
+		{"data missing", `{"type":"token"}`, "data"},
+		{"data null", `{"type":"token","data":null}`, "data"},
+		{"card number not Luhn", card(`{"number":"` + tvCardBadLuhn + `"}`), "data.number"},
+		{"card number 12 digits", card(`{"number":"` + tvCard12 + `"}`), "data.number"},
+		{"card number as JSON number", card(`{"number":` + tvCard + `}`), "data.number"},
+		{"card number full-width digits", card(`{"number":"` + tvCardFullWidth + `"}`), "data.number"},
+		{"card number with spaces", card(`{"number":"4242 4242 4242 4242"}`), "data.number"},
+		{"card number missing", card(`{"expiration_month":1}`), "data.number"},
+		{"card data not an object", card(`"` + tvCard + `"`), "data"},
+		{"card month 13", card(`{"number":"` + tvCard + `","expiration_month":13}`), "data.expiration_month"},
+		{"card month 0", card(`{"number":"` + tvCard + `","expiration_month":0}`), "data.expiration_month"},
+		{"card month as string", card(`{"number":"` + tvCard + `","expiration_month":"12"}`), "data.expiration_month"},
+		{"card year 999", card(`{"number":"` + tvCard + `","expiration_year":999}`), "data.expiration_year"},
+		{"card year 20300", card(`{"number":"` + tvCard + `","expiration_year":20300}`), "data.expiration_year"},
+		{"card cvc 12", card(`{"number":"` + tvCard + `","cvc":"12"}`), "data.cvc"},
+		{"card cvc as number", card(`{"number":"` + tvCard + `","cvc":737}`), "data.cvc"},
+		{"card unknown member", card(`{"number":"` + tvCard + `","holder":"J Doe"}`), "data.holder"},
+		{"bank routing checksum", `{"type":"bank","data":{"routing_number":"` + tvRoutingBad + `","account_number":"` + tvAccount + `"}}`, "data.routing_number"},
+		{"bank routing 8 digits", `{"type":"bank","data":{"routing_number":"11000000","account_number":"` + tvAccount + `"}}`, "data.routing_number"},
+		{"bank account 18 digits", `{"type":"bank","data":{"routing_number":"` + tvRouting + `","account_number":"` + tvAccount18 + `"}}`, "data.account_number"},
+		{"bank account missing", `{"type":"bank","data":{"routing_number":"` + tvRouting + `"}}`, "data.account_number"},
+		{"id too short", `{"type":"token","data":"x","id":"ab"}`, "id"},
+		{"id too long", `{"type":"token","data":"x","id":"` + strings.Repeat("a", 401) + `"}`, "id"},
+		{"id only spaces", `{"type":"token","data":"x","id":"    "}`, "id"},
+		{"id control character", `{"type":"token","data":"x","id":"abc\u0007def"}`, "id"},
+		{"container without leading slash", `{"type":"token","data":"x","containers":["general/"]}`, "containers[0]"},
+		{"container with space", `{"type":"token","data":"x","containers":["/general high/"]}`, "containers[0]"},
+		{"container with dot segment", `{"type":"token","data":"x","containers":["/general/../pci/"]}`, "containers[0]"},
+		{"metadata non-string value", `{"type":"token","data":"x","metadata":{"k":5}}`, "metadata.k"},
+		{"metadata card number as value", `{"type":"token","data":"x","metadata":{"k":` + tvCard + `}}`, "metadata.k"},
+		{"mask that does not parse", `{"type":"token","data":"x","mask":"{{ data | no_such_filter }}"}`, "mask"},
+		{"mask unterminated", `{"type":"card","data":{"number":"` + tvCard + `"},"mask":{"number":"{{ data.number | reveal_last: 4"}}`, "mask.number"},
+		{"expires_at in the past", `{"type":"token","data":"x","expires_at":"1/1/2000"}`, "expires_at"},
+		{"expires_at past ISO", `{"type":"token","data":"x","expires_at":"2001-01-01T00:00:00Z"}`, "expires_at"},
+		{"expires_at garbage", `{"type":"token","data":"x","expires_at":"next tuesday"}`, "expires_at"},
+		{"search index evaluating to empty", `{"type":"token","data":{"a":"b"},"search_indexes":["{{ data.nothing }}"]}`, "search_indexes[0]"},
+		{"fingerprint expression evaluating to empty", `{"type":"token","data":{"a":"b"},"fingerprint_expression":"{{ data.nothing }}"}`, "fingerprint_expression"},
+	}
+	for _, c := range tvIDForbiddenChars() {
+		cases = append(cases, struct{ name, body, field string }{
+			"id with " + c, tvJSON(t, map[string]any{"type": "token", "data": "x", "id": "abc" + c + "def"}), "id",
+		})
+	}
+	before, usageBefore := e.count(), e.usageTotal()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := e.do(tvRoleReveal, http.MethodPost, "/tokens", tc.body)
+			tvWantProblem(t, r, http.StatusBadRequest, tc.name, tc.field)
+			if n := e.count(); n != before {
+				t.Errorf("total_items %d after a refused create, want %d", n, before)
+			}
+		})
+	}
+	if u := e.usageTotal(); u != usageBefore {
+		t.Errorf("usage total_tokens %s after refused creates, want %s", u, usageBefore)
+	}
+}
+
+// tvIDForbiddenChars are the characters a caller id may not contain.
+func tvIDForbiddenChars() []string {
+	return strings.Split(`#/\+?[]|&=%<>{}^`, "")
+}
+
+// TestTokenIDs covers caller ids: accepted, duplicate, expression.
+func TestTokenIDs(t *testing.T) {
+	e := newTokenEnv(t, false, true)
+	t.Run("caller id kept", func(t *testing.T) {
+		r := e.create(tvRoleReveal, `{"id":"order-123 ü","type":"token","data":"x"}`)
+		if id := tvStr(r.body, "id"); id != "order-123 ü" {
+			t.Fatalf("id %q", id)
+		}
+		g := e.do(tvRoleReveal, http.MethodGet, "/tokens/"+url.PathEscape("order-123 ü"), nil)
+		tvWantStatus(t, g, http.StatusOK, "GET by caller id")
+	})
+	t.Run("duplicate caller id is 409", func(t *testing.T) {
+		before := e.count()
+		r := e.do(tvRoleReveal, http.MethodPost, "/tokens", `{"id":"order-123 ü","type":"card","data":{"number":"`+tvCard+`"}}`)
+		tvWantProblem(t, r, http.StatusConflict, "duplicate id")
+		if n := e.count(); n != before {
+			t.Errorf("total_items %d after a conflict, want %d", n, before)
+		}
+		g := e.do(tvRoleReveal, http.MethodGet, "/tokens/"+url.PathEscape("order-123 ü"), nil)
+		if tvStr(g.body, "type") != "token" || tvField(g.body, "data") != "x" {
+			t.Errorf("the conflict changed the first token: %s", g.raw)
+		}
+	})
+	t.Run("id expression alias_preserve_format", func(t *testing.T) {
+		const data = "9876543210123456"
+		r := e.create(tvRoleReveal, `{"id":"{{ data | alias_preserve_format: 0, 4 }}","type":"token","data":"`+data+`"}`)
+		id := tvStr(r.body, "id")
+		if len(id) != len(data) || !strings.HasSuffix(id, data[len(data)-4:]) || id == data || strings.Trim(id, "0123456789") != "" {
+			t.Fatalf("id %q: want %d digits ending in %s", id, len(data), data[len(data)-4:])
+		}
+		g := e.do(tvRoleReveal, http.MethodGet, "/tokens/"+id, nil)
+		tvWantStatus(t, g, http.StatusOK, "GET by aliased id")
+		if tvField(g.body, "data") != data {
+			t.Errorf("data %v", tvField(g.body, "data"))
+		}
+	})
+	t.Run("assigned ids are UUIDs, not data", func(t *testing.T) {
+		r := e.create(tvRoleReveal, tvCardBody())
+		if id := tvStr(r.body, "id"); len(id) != 36 || strings.Contains(id, "4242") {
+			t.Errorf("assigned id %q", id)
+		}
+	})
+}
+
+// TestTokenList covers GET /tokens: order, filters, pagination.
+func TestTokenList(t *testing.T) {
+	e := newTokenEnv(t, false, true)
+	type tok struct{ id, color, size string }
+	specs := []tok{
+		{"", "Blue", "s"}, {"", "red", "m"}, {"", "blue", "m"}, {"", "BLUE", "l"}, {"", "green", "s"},
+	}
+	var ids []string
+	for i, s := range specs {
+		body := map[string]any{"type": "token", "data": fmt.Sprintf("v%d", i), "metadata": map[string]string{"color": s.color, "size": s.size}}
+		if i == 1 {
+			body = tvCardBody()
+			body["metadata"] = map[string]string{"color": s.color, "size": s.size}
+		}
+		ids = append(ids, tvStr(e.create(tvRoleReveal, body).body, "id"))
+	}
+	listIDs := func(t *testing.T, role, query string) ([]string, tvResp) {
+		t.Helper()
+		r := e.do(role, http.MethodGet, "/tokens"+query, nil)
+		tvWantStatus(t, r, http.StatusOK, "list "+query)
+		data, ok := tvField(r.body, "data").([]any)
+		if !ok {
+			t.Fatalf("list %s: data is not an array: %s", query, r.raw)
+		}
+		out := []string{}
+		for _, d := range data {
+			out = append(out, tvStr(d, "id"))
+		}
+		return out, r
+	}
+	cases := []struct {
+		name, role, query string
+		want              []string
+	}{
+		{"all in created_at order", tvRoleReveal, "", ids},
+		{"trailing slash", tvRoleReveal, "/", ids},
+		{"id repeated", tvRoleReveal, "?id=" + ids[3] + "&id=" + ids[0], []string{ids[0], ids[3]}},
+		{"id unknown", tvRoleReveal, "?id=nope-nope", []string{}},
+		{"metadata exact case-insensitive", tvRoleReveal, "?metadata.color=blue", []string{ids[0], ids[2], ids[3]}},
+		{"metadata is not a prefix match", tvRoleReveal, "?metadata.color=blu", []string{}},
+		{"metadata ANDed", tvRoleReveal, "?metadata.color=BLUE&metadata.size=m", []string{ids[2]}},
+		{"metadata bracket form", tvRoleReveal, "?metadata%5Bcolor%5D=red", []string{ids[1]}},
+		{"metadata bracket form unescaped", tvRoleReveal, "?metadata[size]=s", []string{ids[0], ids[4]}},
+		{"metadata repeated key uses the first", tvRoleReveal, "?metadata.color=green&metadata.color=red", []string{ids[4]}},
+		{"metadata and id", tvRoleReveal, "?metadata.color=blue&id=" + ids[1] + "&id=" + ids[2], []string{ids[2]}},
+		{"page 2 size 2", tvRoleReveal, "?page=2&size=2", ids[2:4]},
+		{"page 3 size 2", tvRoleReveal, "?page=3&size=2", ids[4:]},
+		{"page past the end", tvRoleReveal, "?page=9&size=2", []string{}},
+		{"general key sees general tokens only", tvRoleGeneral, "", []string{ids[0], ids[2], ids[3], ids[4]}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, r := listIDs(t, tc.role, tc.query)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("ids %v, want %v", got, tc.want)
+			}
+			if bytes.Contains(r.raw, []byte(`"data":null`)) {
+				t.Errorf("data is null: %s", r.raw)
+			}
+		})
+	}
+	t.Run("pagination object", func(t *testing.T) {
+		_, r := listIDs(t, tvRoleReveal, "?page=2&size=2")
+		want := map[string]any{"total_items": json.Number("5"), "page_number": json.Number("2"), "page_size": json.Number("2"), "total_pages": json.Number("3")}
+		if got := tvField(r.body, "pagination"); !reflect.DeepEqual(got, want) {
+			t.Errorf("pagination %v, want %v", got, want)
+		}
+		_, r = listIDs(t, tvRoleReveal, "?metadata.color=blue&size=1")
+		if n := tvField(r.body, "pagination", "total_items"); fmt.Sprint(n) != "3" {
+			t.Errorf("filtered total_items %v, want 3", n)
+		}
+	})
+	t.Run("list shapes data per key", func(t *testing.T) {
+		_, r := listIDs(t, tvRoleMask, "?id="+ids[1])
+		if got := tvStr(r.body, "data", 0, "data", "number"); got != "XXXXXXXXXXXX4242" {
+			t.Errorf("masked list number %q: %s", got, r.raw)
+		}
+		_, r = listIDs(t, tvRoleRedact, "?id="+ids[1])
+		if tvHas(tvField(r.body, "data", 0), "data") {
+			t.Errorf("redacted list has data: %s", r.raw)
+		}
+		_, r = listIDs(t, tvRoleReveal, "?id="+ids[1])
+		if got := tvStr(r.body, "data", 0, "data", "number"); got != tvCard {
+			t.Errorf("revealed list number %q", got)
+		}
+	})
+	for _, q := range []string{"?size=101", "?size=0", "?size=abc", "?page=0", "?page=-1"} {
+		t.Run("bad "+q, func(t *testing.T) {
+			name := "size"
+			if strings.HasPrefix(q, "?page") {
+				name = "page"
+			}
+			tvWantProblem(t, e.do(tvRoleReveal, http.MethodGet, "/tokens"+q, nil), http.StatusBadRequest, q, name)
+		})
+	}
+}
+
+// TestTokenPatch covers PATCH /tokens/{id}.
+func TestTokenPatch(t *testing.T) {
+	e := newTokenEnv(t, false, true)
+	obj := e.create(tvRoleReveal, `{"type":"token","data":{"a":1,"b":{"c":2,"keep":"`+tvSecretText+`"}},"metadata":{"k1":"v1","k2":"v2"}}`)
+	objPath := "/tokens/" + tvStr(obj.body, "id")
+	card := e.create(tvRoleReveal, tvCardBody())
+	cardPath := "/tokens/" + tvStr(card.body, "id")
+	gen := e.create(tvRoleGeneral, `{"type":"token","data":"general data"}`)
+	genPath := "/tokens/" + tvStr(gen.body, "id")
+
+	get := func(t *testing.T, path string) tvResp {
+		t.Helper()
+		r := e.do(tvRoleReveal, http.MethodGet, path, nil)
+		tvWantStatus(t, r, http.StatusOK, "GET "+path)
+		return r
+	}
+
+	t.Run("content type application/json is 415", func(t *testing.T) {
+		r := e.do(tvRoleReveal, http.MethodPatch, objPath, `{"metadata":{"k1":"changed"}}`, "Content-Type", "application/json")
+		tvWantProblem(t, r, http.StatusUnsupportedMediaType, "PATCH application/json")
+		if got := tvStr(get(t, objPath).body, "metadata", "k1"); got != "v1" {
+			t.Errorf("415 PATCH changed metadata: %q", got)
+		}
+	})
+	t.Run("no content type is 415", func(t *testing.T) {
+		r := e.do(tvRoleReveal, http.MethodPatch, objPath, `{"metadata":{"k1":"changed"}}`, "Content-Type", "")
+		tvWantProblem(t, r, http.StatusUnsupportedMediaType, "PATCH without Content-Type")
+	})
+	t.Run("merge patch on data and metadata", func(t *testing.T) {
+		r := e.do(tvRoleReveal, http.MethodPatch, objPath, `{"data":{"b":{"c":null,"d":3}},"metadata":{"k1":null,"k3":"v3"}}`,
+			"Content-Type", "application/merge-patch+json; charset=utf-8")
+		tvWantStatus(t, r, http.StatusOK, "merge patch")
+		if tvStr(r.body, "modified_at") == "" || tvStr(r.body, "modified_by") == "" {
+			t.Errorf("patched token without modified_at/modified_by: %s", r.raw)
+		}
+		g := get(t, objPath)
+		if got, want := tvField(g.body, "data"), tvJSONOf(t, `{"a":1,"b":{"keep":"`+tvSecretText+`","d":3}}`); !reflect.DeepEqual(got, want) {
+			t.Errorf("data %v, want %v", got, want)
+		}
+		if got, want := tvField(g.body, "metadata"), tvJSONOf(t, `{"k2":"v2","k3":"v3"}`); !reflect.DeepEqual(got, want) {
+			t.Errorf("metadata %v, want %v", got, want)
+		}
+	})
+	t.Run("containers replaced", func(t *testing.T) {
+		r := e.do(tvRoleReveal, http.MethodPatch, objPath, `{"containers":["/General/Low/"]}`)
+		tvWantStatus(t, r, http.StatusOK, "move container")
+		if got := tvField(get(t, objPath).body, "containers"); !reflect.DeepEqual(got, []any{"/general/low/"}) {
+			t.Errorf("containers %v", got)
+		}
+	})
+	t.Run("moving into a container the key may not update is 403", func(t *testing.T) {
+		r := e.do(tvRoleGeneral, http.MethodPatch, genPath, `{"containers":["/pci/high/"],"metadata":{"moved":"yes"}}`)
+		tvWantProblem(t, r, http.StatusForbidden, "move out of reach")
+		g := get(t, genPath)
+		if got := tvField(g.body, "containers"); !reflect.DeepEqual(got, []any{"/general/high/"}) {
+			t.Errorf("containers %v after a refused move", got)
+		}
+		if tvHas(tvField(g.body, "metadata"), "moved") {
+			t.Errorf("refused move changed metadata: %s", g.raw)
+		}
+	})
+	t.Run("key without a rule on the token is 403", func(t *testing.T) {
+		r := e.do(tvRoleGeneral, http.MethodPatch, cardPath, `{"metadata":{"x":"y"}}`)
+		tvWantProblem(t, r, http.StatusForbidden, "patch a card with the general key")
+	})
+	refusals := []struct {
+		name, path, body, field string
+	}{
+		{"id cannot change", objPath, `{"id":"x"}`, "id"},
+		{"type cannot change", objPath, `{"type":"card"}`, "type"},
+		{"data null", objPath, `{"data":null}`, "data"},
+		{"metadata non-string", objPath, `{"metadata":{"k":5}}`, "metadata.k"},
+		{"bad container", objPath, `{"containers":["nope"]}`, "containers[0]"},
+		{"mask that does not parse", objPath, `{"mask":"{{ data | nope_filter }}"}`, "mask"},
+		{"expires_at in the past", objPath, `{"expires_at":"1/1/2000"}`, "expires_at"},
+		{"expires_at not a string", objPath, `{"expires_at":5}`, "expires_at"},
+		{"search index evaluating to empty", objPath, `{"search_indexes":["{{ data.nothing }}"]}`, "search_indexes[0]"},
+		{"card made invalid", cardPath, `{"data":{"number":"` + tvCardBadLuhn + `"}}`, "data.number"},
+		{"card month 13", cardPath, `{"data":{"expiration_month":13}}`, "data.expiration_month"},
+		{"card number removed", cardPath, `{"data":{"number":null}}`, "data.number"},
+		{"body not an object", objPath, `["x"]`, "body"},
+	}
+	for _, tc := range refusals {
+		t.Run(tc.name, func(t *testing.T) {
+			before := get(t, tc.path)
+			r := e.do(tvRoleReveal, http.MethodPatch, tc.path, tc.body)
+			tvWantProblem(t, r, http.StatusBadRequest, tc.name, tc.field)
+			after := get(t, tc.path)
+			for _, f := range []string{"data", "metadata", "containers", "expires_at", "modified_at", "search_indexes", "mask"} {
+				if !reflect.DeepEqual(tvField(before.body, f), tvField(after.body, f)) {
+					t.Errorf("refused patch changed %s: %v -> %v", f, tvField(before.body, f), tvField(after.body, f))
+				}
+			}
+		})
+	}
+	t.Run("metadata not an object is 400", func(t *testing.T) {
+		for _, body := range []string{`{"metadata":"x"}`, `{"metadata":5}`, `{"metadata":["a"]}`} {
+			before := get(t, objPath)
+			r := e.do(tvRoleReveal, http.MethodPatch, objPath, body)
+			tvWantProblem(t, r, http.StatusBadRequest, "PATCH "+body, "metadata")
+			if after := get(t, objPath); !reflect.DeepEqual(tvField(before.body, "metadata"), tvField(after.body, "metadata")) {
+				t.Errorf("PATCH %s changed metadata: %v -> %v", body, tvField(before.body, "metadata"), tvField(after.body, "metadata"))
+			}
+		}
+	})
+	t.Run("expires_at not a string keeps the expiry", func(t *testing.T) {
+		r := e.create(tvRoleReveal, `{"type":"token","data":"x","expires_at":"12/31/2099 11:00:00 PM -07:00"}`)
+		path := "/tokens/" + tvStr(r.body, "id")
+		if got := tvStr(r.body, "expires_at"); got != "2099-12-31T23:00:00-07:00" {
+			t.Errorf("expires_at %q, want 2099-12-31T23:00:00-07:00", got)
+		}
+		for _, body := range []string{`{"expires_at":5}`, `{"expires_at":true}`, `{"expires_at":{}}`} {
+			p := e.do(tvRoleReveal, http.MethodPatch, path, body)
+			tvWantProblem(t, p, http.StatusBadRequest, "PATCH "+body, "expires_at")
+			if got := tvStr(get(t, path).body, "expires_at"); got != "2099-12-31T23:00:00-07:00" {
+				t.Errorf("after PATCH %s expires_at is %q", body, got)
+			}
+		}
+	})
+	t.Run("card patch keeps cvc and answers masked", func(t *testing.T) {
+		r := e.do(tvRoleReveal, http.MethodPatch, cardPath, `{"data":{"expiration_month":11}}`)
+		tvWantStatus(t, r, http.StatusOK, "patch card")
+		if got := tvStr(r.body, "data", "number"); got != "XXXXXXXXXXXX4242" {
+			t.Errorf("patch answer number %q, want masked", got)
+		}
+		g := get(t, cardPath)
+		want := tvJSONOf(t, `{"number":"`+tvCard+`","expiration_month":11,"expiration_year":2030,"cvc":"`+tvCVC+`"}`)
+		if got := tvField(g.body, "data"); !reflect.DeepEqual(got, want) {
+			t.Errorf("card data %v, want %v", got, want)
+		}
+	})
+	t.Run("unknown token is 404", func(t *testing.T) {
+		tvWantProblem(t, e.do(tvRoleReveal, http.MethodPatch, "/tokens/no-such-token", `{"metadata":{"a":"b"}}`), http.StatusNotFound, "patch unknown")
+	})
+}
+
+// TestTokenDelete covers DELETE /tokens/{id}.
+func TestTokenDelete(t *testing.T) {
+	e := newTokenEnv(t, false, true)
+	a := tvStr(e.create(tvRoleReveal, tvCardBody()).body, "id")
+	b := tvStr(e.create(tvRoleReveal, `{"id":"shared-name","type":"token","data":"x"}`).body, "id")
+	t.Run("another tenant's token is 404", func(t *testing.T) {
+		for _, id := range []string{a, b} {
+			tvWantProblem(t, e.do(tvRoleOther, http.MethodDelete, "/tokens/"+url.PathEscape(id), nil), http.StatusNotFound, "delete across tenants")
+			tvWantProblem(t, e.do(tvRoleOther, http.MethodGet, "/tokens/"+url.PathEscape(id), nil), http.StatusNotFound, "get across tenants")
+			tvWantStatus(t, e.do(tvRoleReveal, http.MethodGet, "/tokens/"+url.PathEscape(id), nil), http.StatusOK, "token still there")
+		}
+	})
+	t.Run("key without a rule on the token is 403", func(t *testing.T) {
+		tvWantProblem(t, e.do(tvRoleGeneral, http.MethodDelete, "/tokens/"+a, nil), http.StatusForbidden, "general key deletes a card")
+	})
+	t.Run("delete then get", func(t *testing.T) {
+		r := e.do(tvRoleReveal, http.MethodDelete, "/tokens/"+a, nil)
+		tvWantStatus(t, r, http.StatusNoContent, "delete")
+		if len(r.raw) != 0 {
+			t.Errorf("204 with a body: %s", r.raw)
+		}
+		tvWantProblem(t, e.do(tvRoleReveal, http.MethodGet, "/tokens/"+a, nil), http.StatusNotFound, "get deleted")
+		tvWantProblem(t, e.do(tvRoleReveal, http.MethodDelete, "/tokens/"+a, nil), http.StatusNotFound, "delete twice")
+		tvWantProblem(t, e.do(tvRoleReveal, http.MethodPatch, "/tokens/"+a, `{"metadata":{"a":"b"}}`), http.StatusNotFound, "patch deleted")
+		if n := e.count(); n != 1 {
+			t.Errorf("total_items %d after delete, want 1", n)
+		}
+	})
+	t.Run("deleted caller id can be reused", func(t *testing.T) {
+		tvWantStatus(t, e.do(tvRoleReveal, http.MethodDelete, "/tokens/shared-name", nil), http.StatusNoContent, "delete")
+		e.create(tvRoleReveal, `{"id":"shared-name","type":"token","data":"y"}`)
+	})
+}
+
+// TestTokenize covers POST /tokenize.
+func TestTokenize(t *testing.T) {
+	e := newTokenEnv(t, false, true)
+	t.Run("spec shape", func(t *testing.T) {
+		body := `{"a":"x","b":[1,{"type":"card","data":{"number":"` + tvCard + `","expiration_month":12,"expiration_year":2030,"cvc":"` + tvCVC + `"},"metadata":{"m":"n"}}],"c":{"d":true},"e":null}`
+		r := e.do(tvRoleReveal, http.MethodPost, "/tokenize", body)
+		tvWantStatus(t, r, http.StatusOK, "tokenize")
+		prims := map[string]any{
+			"a":   "x",
+			"b0":  json.Number("1"),
+			"c.d": true,
+		}
+		ids := map[string]string{"a": tvStr(r.body, "a"), "b0": tvStr(r.body, "b", 0), "c.d": tvStr(r.body, "c", "d")}
+		for where, id := range ids {
+			if id == "" {
+				t.Fatalf("no id at %s: %s", where, r.raw)
+			}
+			g := e.do(tvRoleReveal, http.MethodGet, "/tokens/"+id, nil)
+			tvWantStatus(t, g, http.StatusOK, "GET tokenized "+where)
+			if got := tvField(g.body, "data"); got != prims[where] || tvStr(g.body, "type") != "token" {
+				t.Errorf("%s: token %s has data %#v type %q, want %#v", where, id, got, tvStr(g.body, "type"), prims[where])
+			}
+		}
+		if b, ok := tvField(r.body, "b").([]any); !ok || len(b) != 2 {
+			t.Errorf("b is not a two-element array: %s", r.raw)
+		}
+		if v, ok := r.body.(map[string]any)["e"]; !ok || v != nil {
+			t.Errorf("null member not kept as null: %s", r.raw)
+		}
+		cardTok := tvField(r.body, "b", 1)
+		if tvStr(cardTok, "type") != "card" || tvStr(cardTok, "id") == "" || tvStr(cardTok, "tenant_id") != e.tenantID ||
+			tvStr(cardTok, "created_at") == "" || tvStr(cardTok, "created_by") == "" || tvStr(cardTok, "metadata", "m") != "n" {
+			t.Errorf("card token object incomplete: %v", cardTok)
+		}
+		if tvHas(cardTok, "data") {
+			t.Errorf("tokenized card carries data: %v", cardTok)
+		}
+		if got := tvStr(cardTok, "mask", "number"); got != "XXXXXXXXXXXX4242" {
+			t.Errorf("card mask number %q, want XXXXXXXXXXXX4242", got)
+		}
+		if tvHas(tvField(cardTok, "mask"), "cvc") {
+			t.Errorf("card mask carries cvc: %v", cardTok)
+		}
+		g := e.do(tvRoleReveal, http.MethodGet, "/tokens/"+tvStr(cardTok, "id"), nil)
+		if got := tvStr(g.body, "data", "number"); got != tvCard {
+			t.Errorf("tokenized card reads back %q", got)
+		}
+	})
+	t.Run("top-level primitive and array", func(t *testing.T) {
+		r := e.do(tvRoleReveal, http.MethodPost, "/tokenize", `"`+tvSecretText+`"`)
+		tvWantStatus(t, r, http.StatusOK, "tokenize primitive")
+		if id, ok := r.body.(string); !ok || id == "" {
+			t.Errorf("answer %s, want an id string", r.raw)
+		}
+		r = e.do(tvRoleReveal, http.MethodPost, "/tokenize", `[{"type":"bank","data":{"routing_number":"`+tvRouting+`","account_number":"`+tvAccount+`"}}]`)
+		tvWantStatus(t, r, http.StatusOK, "tokenize bank")
+		if got := tvStr(r.body, 0, "mask", "account_number"); got != "XXXXX6789" {
+			t.Errorf("bank mask account %q: %s", got, r.raw)
+		}
+	})
+	t.Run("over the limit", func(t *testing.T) {
+		before, usage := e.count(), e.usageTotal()
+		r := e.do(tvRoleReveal, http.MethodPost, "/tokenize", `["a","b","c","d","e","`+tvSecretText+`"]`)
+		tvWantProblem(t, r, http.StatusBadRequest, "six primitives")
+		if !bytes.Contains(r.raw, []byte("limit")) || !bytes.Contains(r.raw, []byte("5")) {
+			t.Errorf("answer does not mention the limit of 5: %s", r.raw)
+		}
+		if n := e.count(); n != before {
+			t.Errorf("total_items %d after a refused tokenize, want %d", n, before)
+		}
+		if u := e.usageTotal(); u != usage {
+			t.Errorf("usage %s after a refused tokenize, want %s", u, usage)
+		}
+	})
+	t.Run("exactly the limit", func(t *testing.T) {
+		before := e.count()
+		r := e.do(tvRoleReveal, http.MethodPost, "/tokenize", `{"a":["1","2"],"b":{"c":3,"d":[4,{"e":5}]}}`)
+		tvWantStatus(t, r, http.StatusOK, "five primitives")
+		if n := e.count(); n != before+5 {
+			t.Errorf("total_items %d, want %d", n, before+5)
+		}
+	})
+	errCases := []struct {
+		name, body, field string
+	}{
+		{"bad Luhn at position 4", `["a","b","c",{"type":"card","data":{"number":"` + tvCardBadLuhn + `"}}]`, "[3].data.number"},
+		{"bad card inside an object", `{"x":"a","pay":{"card":{"type":"card","data":{"number":"` + tvCard + `","cvc":"12"}}}}`, "pay.card.data.cvc"},
+		{"unknown type", `["a",{"type":"cheque","data":"x"}]`, "[1].type"},
+		{"metadata not strings", `["a",{"type":"token","data":"x","metadata":{"k":1}}]`, "[1].metadata.k"},
+	}
+	for _, tc := range errCases {
+		t.Run(tc.name, func(t *testing.T) {
+			before := e.count()
+			r := e.do(tvRoleReveal, http.MethodPost, "/tokenize", tc.body)
+			tvWantProblem(t, r, http.StatusBadRequest, tc.name, tc.field)
+			if n := e.count(); n != before {
+				t.Errorf("total_items %d after a refused tokenize, want %d: some tokens were created", n, before)
+			}
+		})
+	}
+	t.Run("destination container not allowed is 403 and atomic", func(t *testing.T) {
+		before := e.count()
+		r := e.do(tvRoleGeneral, http.MethodPost, "/tokenize", `["a","b",{"type":"card","data":{"number":"`+tvCard+`"}}]`)
+		tvWantProblem(t, r, http.StatusForbidden, "tokenize a card with the general key")
+		if n := e.count(); n != before {
+			t.Errorf("total_items %d, want %d", n, before)
+		}
+	})
+	t.Run("masking key", func(t *testing.T) {
+		r := e.do(tvRoleMask, http.MethodPost, "/tokenize", tvJSON(t, map[string]any{"card": tvCardBody()}))
+		tvWantStatus(t, r, http.StatusOK, "tokenize with masking key")
+		if got := tvStr(r.body, "card", "mask", "number"); got != "XXXXXXXXXXXX4242" {
+			t.Errorf("mask number %q: %s", got, r.raw)
+		}
+	})
+}
+
+// TestTokenUsageReport checks the usage report's counts.
+func TestTokenUsageReport(t *testing.T) {
+	e := newTokenEnv(t, false, true)
+	e.create(tvRoleReveal, `{"type":"token","data":"a"}`)
+	e.create(tvRoleReveal, `{"type":"token","data":"b"}`)
+	e.create(tvRoleReveal, tvCardBody())
+	e.create(tvRoleReveal, tvCardBody())
+	bank := tvStr(e.create(tvRoleReveal, tvBankBody()).body, "id")
+	tvWantStatus(t, e.do(tvRoleReveal, http.MethodPost, "/tokenize", `["x","y",{"type":"card","data":{"number":"`+tvCard+`"}}]`), http.StatusOK, "tokenize")
+	tvWantStatus(t, e.do(tvRoleReveal, http.MethodDelete, "/tokens/"+bank, nil), http.StatusNoContent, "delete bank")
+	// refused writes count nothing
+	e.do(tvRoleReveal, http.MethodPost, "/tokens", `{"type":"card","data":{"number":"`+tvCardBadLuhn+`"}}`)
+	e.do(tvRoleReveal, http.MethodPost, "/tokenize", `["1","2","3","4","5","6"]`)
+
+	r := e.do(tvRoleMgmt, http.MethodGet, "/tenants/self/reports/usage", nil)
+	tvWantStatus(t, r, http.StatusOK, "usage")
+	want := map[string]string{"token": "4", "card": "3", "bank": "0"}
+	for typ, n := range want {
+		if got := fmt.Sprint(tvField(r.body, "token_report", "metrics_by_type", typ, "count")); got != n && !(n == "0" && got == "<nil>") {
+			t.Errorf("%s count %s, want %s: %s", typ, got, n, r.raw)
+		}
+	}
+	if got := tvStr(r.body, "token_report", "metrics_by_type", "card", "last_created_at"); got == "" {
+		t.Errorf("card last_created_at missing: %s", r.raw)
+	}
+	if got := fmt.Sprint(tvField(r.body, "total_tokens")); got != "7" {
+		t.Errorf("total_tokens %s, want 7: %s", got, r.raw)
+	}
+	if got := fmt.Sprint(tvField(r.body, "token_report", "total_tokens")); got != "7" {
+		t.Errorf("token_report.total_tokens %s, want 7: %s", got, r.raw)
+	}
+	if got := fmt.Sprint(tvField(r.body, "token_report", "monthly_active_tokens")); got != "8" {
+		t.Errorf("monthly_active_tokens %s, want 8 (every token created this month): %s", got, r.raw)
+	}
+	if n := e.count(); n != 7 {
+		t.Errorf("GET /tokens total_items %d, want 7", n)
+	}
+	tvWantProblem(t, e.do(tvRoleReveal, http.MethodGet, "/tenants/self/reports/usage", nil), http.StatusForbidden, "usage with a private key")
+	other := e.do("other-management", http.MethodGet, "/tenants/self/reports/usage", nil)
+	if got := fmt.Sprint(tvField(other.body, "total_tokens")); got != "0" {
+		t.Errorf("other tenant total_tokens %s, want 0", got)
+	}
+}
+
+// TestTokenSecretsInRefusals sends sensitive values where they do not
+// belong; the recorded answers and logs are checked when the test ends.
+func TestTokenSecretsInRefusals(t *testing.T) {
+	e := newTokenEnv(t, false, true)
+	id := tvStr(e.create(tvRoleReveal, tvCardBody()).body, "id")
+	cases := []struct {
+		name, role, method, path, body string
+	}{
+		{"card number as id", tvRoleReveal, http.MethodPost, "/tokens", `{"id":"` + tvCard + `#","type":"token","data":"x"}`},
+		{"card number as container", tvRoleReveal, http.MethodPost, "/tokens", `{"type":"token","data":"x","containers":["/` + tvCard + `"]}`},
+		{"card number as unknown member", tvRoleReveal, http.MethodPost, "/tokens", `{"type":"card","data":{"number":"` + tvCard + `","` + tvCard + `":"` + tvCVC + `"}}`},
+		{"card number as type", tvRoleReveal, http.MethodPost, "/tokens", `{"type":"` + tvCard + `","data":"x"}`},
+		{"bad mask over a card", tvRoleReveal, http.MethodPost, "/tokens", `{"type":"card","data":{"number":"` + tvCard + `"},"mask":"{{ data.number | nope }}"}`},
+		{"mask failing at evaluation", tvRoleReveal, http.MethodPost, "/tokens", `{"type":"card","data":{"number":"` + tvCard + `","cvc":"` + tvCVC + `"},"mask":"{{ data | json: '$.nope' }}"}`},
+		{"cvc under the wrong type", tvRoleReveal, http.MethodPost, "/tokens", `{"type":"bank","data":{"routing_number":"` + tvRouting + `","account_number":"` + tvAccount + `","cvc":"` + tvCVC + `"}}`},
+		{"id expression failing over data", tvRoleReveal, http.MethodPost, "/tokens", `{"id":"{{ data | to_number }}","type":"token","data":"` + tvSecretText + `"}`},
+		{"id expression yielding data with a forbidden char", tvRoleReveal, http.MethodPost, "/tokens", `{"id":"{{ data }}/","type":"token","data":"` + tvSecretText + `"}`},
+		{"search index over data failing", tvRoleReveal, http.MethodPost, "/tokens", `{"type":"card","data":{"number":"` + tvCard + `"},"search_indexes":["{{ data.number | to_boolean }}"]}`},
+		{"fingerprint over data failing", tvRoleReveal, http.MethodPost, "/tokens", `{"type":"card","data":{"number":"` + tvCard + `"},"fingerprint_expression":"{{ data | json: '$.nope' }}"}`},
+		{"bad JSON after a card number", tvRoleReveal, http.MethodPost, "/tokens", `{"type":"card","data":{"number":"` + tvCard + `"}`},
+		{"duplicate member", tvRoleReveal, http.MethodPost, "/tokens", `{"type":"card","data":{"number":"` + tvCard + `","number":"` + tvCardBadLuhn + `"}}`},
+		{"create by general key", tvRoleGeneral, http.MethodPost, "/tokens", tvJSON(t, tvCardBody())},
+		{"create by redacting key", tvRoleRedact, http.MethodPost, "/tokens", tvJSON(t, tvCardBody())},
+		{"create by masking key", tvRoleMask, http.MethodPost, "/tokens", tvJSON(t, tvBankBody())},
+		{"patch by revealing key", tvRoleReveal, http.MethodPatch, "/tokens/" + id, `{"metadata":{"x":"y"}}`},
+		{"patch with invalid cvc", tvRoleReveal, http.MethodPatch, "/tokens/" + id, `{"data":{"cvc":"` + tvCVC + `1"}}`},
+		{"list by masking key", tvRoleMask, http.MethodGet, "/tokens", ""},
+		{"list by redacting key", tvRoleRedact, http.MethodGet, "/tokens", ""},
+		{"tokenize by revealing key", tvRoleReveal, http.MethodPost, "/tokenize", `{"c":` + tvJSON(t, tvCardBody()) + `,"b":` + tvJSON(t, tvBankBody()) + `}`},
+		{"tokenize with bad member after card", tvRoleReveal, http.MethodPost, "/tokenize", `[` + tvJSON(t, tvCardBody()) + `,{"type":"card","data":{"number":"` + tvCard + `","cvc":"1"}}]`},
+		{"no key", "", http.MethodPost, "/tokens", tvJSON(t, tvCardBody())},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var body any
+			if tc.body != "" {
+				body = tc.body
+			}
+			r := e.do(tc.role, tc.method, tc.path, body)
+			if r.status >= 500 {
+				t.Errorf("status %d: %s", r.status, r.raw)
+			}
+		})
+	}
+	// the secrets check reads real log lines: the refusals were logged
+	if logs := e.logs.String(); strings.Count(logs, "request refused") < 10 {
+		t.Errorf("expected the refusals in the debug log, got:\n%s", logs)
+	}
+}
+
+// TestTokenExpiry checks that an expired token is gone to every reader at
+// once, before the sweep purges it, and that a CVC outlives its retention
+// in no read.
+func TestTokenExpiry(t *testing.T) {
+	clock := &tvClock{}
+	e := newTokenEnvClock(t, clock)
+	first := tvStr(e.create(tvRoleReveal, `{"type":"token","data":"first"}`).body, "id")
+	clock.advance(time.Millisecond)
+	soon := e.create(tvRoleReveal, `{"id":"expiring","type":"token","data":"x","expires_at":"`+clock.now().Add(time.Hour).UTC().Format(time.RFC3339)+`"}`)
+	clock.advance(time.Millisecond)
+	last := tvStr(e.create(tvRoleReveal, `{"type":"token","data":"last"}`).body, "id")
+	if tvStr(soon.body, "expires_at") == "" {
+		t.Fatalf("no expires_at: %s", soon.raw)
+	}
+	clock.advance(time.Millisecond)
+	card := "/tokens/" + tvStr(e.create(tvRoleReveal, tvCardBody()).body, "id")
+	if got := tvStr(e.do(tvRoleReveal, http.MethodGet, card, nil).body, "data", "cvc"); got != tvCVC {
+		t.Errorf("cvc %q within retention, want %s", got, tvCVC)
+	}
+	clock.advance(2 * time.Hour) // the sweep has not run: it ticks on real time
+
+	// past the one-hour CVC retention the cvc is gone, the card stays
+	g := e.do(tvRoleReveal, http.MethodGet, card, nil)
+	if got := tvField(g.body, "data"); !reflect.DeepEqual(got, tvJSONOf(t, `{"number":"`+tvCard+`","expiration_month":12,"expiration_year":2030}`)) {
+		t.Errorf("card past CVC retention: %s", g.raw)
+	}
+
+	tvWantProblem(t, e.do(tvRoleReveal, http.MethodGet, "/tokens/expiring", nil), http.StatusNotFound, "GET expired")
+	tvWantProblem(t, e.do(tvRoleReveal, http.MethodPatch, "/tokens/expiring", `{"metadata":{"a":"b"}}`), http.StatusNotFound, "PATCH expired")
+	tvWantProblem(t, e.do(tvRoleReveal, http.MethodDelete, "/tokens/expiring", nil), http.StatusNotFound, "DELETE expired")
+	r := e.do(tvRoleReveal, http.MethodGet, "/tokens?id=expiring", nil)
+	if n := fmt.Sprint(tvField(r.body, "pagination", "total_items")); n != "0" {
+		t.Errorf("list by id: total_items %s, want 0: %s", n, r.raw)
+	}
+
+	// paging through the list must see each live token once, and the same
+	// total on every page
+	var seen []string
+	totals := map[string]bool{}
+	for page := 1; page <= 4; page++ {
+		r := e.do(tvRoleReveal, http.MethodGet, fmt.Sprintf("/tokens?size=1&page=%d", page), nil)
+		tvWantStatus(t, r, http.StatusOK, "list page")
+		totals[fmt.Sprint(tvField(r.body, "pagination", "total_items"))] = true
+		for _, d := range tvField(r.body, "data").([]any) {
+			seen = append(seen, tvStr(d, "id"))
+		}
+	}
+	if want := []string{first, last, strings.TrimPrefix(card, "/tokens/")}; !slices.Equal(seen, want) {
+		t.Errorf("paged ids %v, want %v", seen, want)
+	}
+	if len(totals) != 1 || !totals["3"] {
+		t.Errorf("total_items across pages %v, want always 3", totals)
+	}
+	// the id is free again
+	e.create(tvRoleReveal, `{"id":"expiring","type":"token","data":"again"}`)
+}
+
+// TestTokenConcurrentWrites sends creates and tokenizes from several
+// clients at once: every one must succeed (a write conflict between
+// independent tokens is the vault's to resolve, not a 500), and the counts
+// must add up.
+func TestTokenConcurrentWrites(t *testing.T) {
+	cases := []struct {
+		name       string
+		path, body string
+		clients    int
+		perClient  int
+		tokens     int // tokens per request
+		wantStatus int
+	}{
+		{"create card", "/tokens", tvJSON(t, tvCardBody()), 16, 100, 1, http.StatusCreated},
+		{"tokenize 5", "/tokenize", `{"a":"x","b":[1,` + tvJSON(t, tvCardBody()) + `],"c":{"d":true,"e":` + tvJSON(t, tvBankBody()) + `}}`, 4, 250, 5, http.StatusOK},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newTokenEnv(t, false, false)
+			key := e.keys[tvRoleReveal]
+			var (
+				wg     sync.WaitGroup
+				ok     atomic.Int64
+				mu     sync.Mutex
+				failed = map[string]int{}
+			)
+			for c := 0; c < tc.clients; c++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := 0; i < tc.perClient; i++ {
+						req := httptest.NewRequest(http.MethodPost, tc.path, strings.NewReader(tc.body))
+						req.Header.Set("SVC-API-KEY", key)
+						req.Header.Set("Content-Type", "application/json")
+						w := httptest.NewRecorder()
+						_ = e.h.ServeHTTP(w, req, nil)
+						if w.Code == tc.wantStatus {
+							ok.Add(1)
+							continue
+						}
+						mu.Lock()
+						failed[fmt.Sprintf("%d %s", w.Code, strings.TrimSpace(w.Body.String()))]++
+						mu.Unlock()
+					}
+				}()
+			}
+			wg.Wait()
+			for answer, n := range failed {
+				t.Errorf("%d of %d requests answered %s", n, tc.clients*tc.perClient, answer)
+			}
+			if len(failed) > 0 {
+				t.Logf("handler log:\n%s", tvTail(e.logs.String(), 5))
+			}
+			want := int(ok.Load()) * tc.tokens
+			if n := e.count(); n != want {
+				t.Errorf("total_items %d, want %d", n, want)
+			}
+			if u := e.usageTotal(); u != fmt.Sprint(want) {
+				t.Errorf("usage total_tokens %s, want %d", u, want)
+			}
+		})
+	}
+}
+
+// tvTail returns the last n lines of s.
+func tvTail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}

@@ -171,6 +171,7 @@ func (t badgerTxn) Get(key []byte) ([]byte, error) {
 func (t badgerTxn) Scan(prefix, after []byte, fn func(key, value []byte) error) error {
 	opts := badger.DefaultIteratorOptions
 	opts.Prefix = prefix
+	opts.PrefetchValues = false // values are small and read in order; prefetching costs a goroutine per item
 	it := t.txn.NewIterator(opts)
 	defer it.Close()
 	start := prefix

@@ -25,8 +25,8 @@ import (
 // xfs do; on copy-on-write file systems (btrfs, zfs) old blocks can
 // survive until reused.
 const (
-	cvcEpoch     = 5 * time.Minute
-	cvcSlots     = 512 // 42 hours of epochs: more than the longest retention
+	cvcEpoch     = time.Minute
+	cvcSlots     = 2048 // 34 hours of epochs: more than the longest retention
 	cvcSlotSize  = 96
 	cvcFileName  = "cvc-keys"
 	cvcKeyHeader = 8 // the epoch number in front of a sealed CVC
@@ -83,15 +83,17 @@ func openCVCKeyring(dir string, master cipher.AEAD) (*cvcKeyring, error) {
 
 func cvcKeyAAD(epoch int64) []byte { return []byte("cvc|" + strconv.FormatInt(epoch, 10)) }
 
-// epochFor is the epoch whose end is the first at or after t.
-func epochFor(t time.Time) int64 {
-	return (t.UnixNano() + int64(cvcEpoch) - 1) / int64(cvcEpoch)
+// epochFor is the epoch a CVC that must be gone by expires is sealed in:
+// the last one that ends by then, so its key is destroyed at the latest
+// one sweep after the retention ends, but not one that has ended by now.
+func epochFor(expires, now time.Time) int64 {
+	return max(expires.UnixNano()/int64(cvcEpoch), now.UnixNano()/int64(cvcEpoch)+1)
 }
 
 // seal encrypts a CVC that must be gone by expires. The key is durable in
 // the slot file before anything sealed under it is returned.
-func (c *cvcKeyring) seal(cvc string, expires time.Time, aad []byte) ([]byte, error) {
-	epoch := epochFor(expires)
+func (c *cvcKeyring) seal(cvc string, expires, now time.Time, aad []byte) ([]byte, error) {
+	epoch := epochFor(expires, now)
 	c.mu.Lock()
 	aead := c.keys[epoch]
 	if aead == nil {

@@ -107,4 +107,3 @@ func parseExpiryKey(key []byte) (time.Time, string, string, bool) {
 	}
 	return time.Unix(0, int64(ns)), string(parts[1]), string(parts[2]), true
 }
-

@@ -7,7 +7,7 @@ import (
 
 // timestampLayout is ISO 8601 with a numeric offset, as clients of this
 // interface expect ("2020-09-15T15:53:00.123456+00:00").
-const timestampLayout = "2006-01-02T15:04:05.999999-07:00"
+const timestampLayout = "2006-01-02T15:04:05.999999999-07:00"
 
 // Timestamp is a time that marshals as ISO 8601 with a numeric offset.
 type Timestamp struct{ time.Time }

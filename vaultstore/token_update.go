@@ -76,10 +76,12 @@ func (s *Store) UpdateToken(ctx context.Context, req TokenRequest, id string, pa
 			return err
 		}
 		if dedupe && next.Fingerprint != "" && next.Fingerprint != old.Fingerprint {
-			if claim, err := w.Get(fingerprintClaimKey(t.ID, next.Fingerprint)); err == nil && string(claim) != id {
-				if _, err := s.loadToken(w, tk, t.ID, string(claim)); err == nil {
-					return fmt.Errorf("the update would duplicate another token: %w", ErrConflict)
-				}
+			other, err := s.liveHolder(w, tk, t.ID, next.Fingerprint, id)
+			if err != nil {
+				return err
+			}
+			if other != nil {
+				return fmt.Errorf("the update would duplicate another token: %w", ErrConflict)
 			}
 		}
 		if err := s.removeToken(w, old); err != nil {
@@ -101,15 +103,14 @@ func (s *Store) UpdateToken(ctx context.Context, req TokenRequest, id string, pa
 func (s *Store) patched(t *Tenant, old *tokenRecord, patch map[string]any, actorID string) (*tokenRecord, bool, error) {
 	next := *old
 	next.Token.Extras = nil
+	// work on the full data, CVC included while retained, so fingerprints
+	// and search indexes come out as for a fresh token; derive seals the
+	// CVC again without extending its retention
+	next.Data = s.fullData(old)
 	v := &ValidationError{}
 	typ, _ := LookupTokenType(old.Type)
 	if d, ok := patch["data"]; ok {
-		next.Data = mergePatch(old.Data, d)
-		if m, ok := d.(map[string]any); ok && old.Type == TokenTypeCard {
-			if c, ok := m["cvc"]; ok && c == nil {
-				next.CVC, next.CVCExpiresAt = nil, nil
-			}
-		}
+		next.Data = mergePatch(next.Data, d)
 		typ.Validate(next.Data, v)
 	}
 	if m, ok := patch["mask"]; ok {
@@ -221,4 +222,3 @@ func stringList(field string, v any) ([]string, error) {
 	}
 	return slices.Clip(out), nil
 }
-

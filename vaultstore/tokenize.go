@@ -97,7 +97,7 @@ func collectTokenize(v any, path string, set func(any), items *[]*tokenizeItem, 
 		set(out)
 		for k, sub := range x {
 			k := k
-			if err := collectTokenize(sub, path+k+".", func(r any) { out[k] = r }, items, depth+1); err != nil {
+			if err := collectTokenize(sub, path+safeMember(k)+".", func(r any) { out[k] = r }, items, depth+1); err != nil {
 				return err
 			}
 		}
@@ -133,3 +133,26 @@ func tokenInputOf(obj map[string]any, path string) (TokenInput, error) {
 	return in, nil
 }
 
+// safeMember names a body member in error paths only when it cannot be
+// data: a short identifier with few digits. Anything else (a member name
+// may be a card number) is shown as "*".
+func safeMember(name string) string {
+	if len(name) == 0 || len(name) > 64 {
+		return "*"
+	}
+	digits := 0
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case c >= '0' && c <= '9':
+			digits++
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c == '_', c == '-':
+		default:
+			return "*"
+		}
+	}
+	if digits > 4 {
+		return "*"
+	}
+	return name
+}

@@ -147,7 +147,7 @@ func (s *Store) buildToken(t *Tenant, tk *tenantKeys, actorID string, in TokenIn
 		CreatedBy:             actorID,
 		CreatedAt:             stamp(now),
 	}}
-	id, err := evaluateTokenID(in.ID, in.Data)
+	id, err := evaluateTokenID(in.ID, withoutCVC(typ.Name, in.Data))
 	if err != nil {
 		return nil, false, err
 	}
@@ -165,6 +165,11 @@ func (s *Store) buildToken(t *Tenant, tk *tenantKeys, actorID string, in TokenIn
 // derive computes a record's fingerprint and search index hashes from its
 // current data, and moves a card's CVC out of the data into its own seal.
 func (s *Store) derive(t *Tenant, tk *tenantKeys, rec *tokenRecord, dedupe bool) error {
+	// the CVC goes first: nothing derived and kept (fingerprint, search
+	// index) may depend on it, or it would outlive its retention
+	if err := s.sealCVC(t, rec); err != nil {
+		return err
+	}
 	bindings := map[string]any{"data": rec.Data}
 	fpExpr := rec.FingerprintExpression
 	if fpExpr == "" && (dedupe || t.Settings["fingerprint_tokens"] == "true") {
@@ -196,7 +201,7 @@ func (s *Store) derive(t *Tenant, tk *tenantKeys, rec *tokenRecord, dedupe bool)
 	}
 	slices.Sort(rec.IndexHashes)
 	rec.IndexHashes = slices.Compact(rec.IndexHashes)
-	return s.sealCVC(t, rec)
+	return nil
 }
 
 // sealCVC moves data.cvc of a card into a seal that is shredded after the
@@ -205,31 +210,45 @@ func (s *Store) sealCVC(t *Tenant, rec *tokenRecord) error {
 	if rec.Type != TokenTypeCard {
 		return nil
 	}
-	card, ok := rec.Data.(map[string]any)
-	if !ok {
-		return nil
-	}
+	card, _ := rec.Data.(map[string]any)
 	cvc, ok := card["cvc"].(string)
 	if !ok {
+		rec.CVC, rec.CVCExpiresAt = nil, nil
 		return nil
 	}
 	retention := time.Duration(t.Quotas.CVCRetentionSeconds) * time.Second
 	if retention <= 0 || retention > MaxCVCRetention {
 		retention = time.Hour
 	}
-	expires := s.now().Add(retention)
-	sealed, err := s.cvc.seal(cvc, expires, recordAAD("cvc", t.ID, rec.ID))
+	now := s.now()
+	expires := now.Add(retention)
+	if rec.CVCExpiresAt != nil && rec.CVCExpiresAt.After(now) && rec.CVCExpiresAt.Before(expires) {
+		expires = rec.CVCExpiresAt.Time // an update never extends a CVC's retention
+	}
+	sealed, err := s.cvc.seal(cvc, expires, now, recordAAD("cvc", t.ID, rec.ID))
 	if err != nil {
 		return err
 	}
-	data := make(map[string]any, len(card))
+	rec.Data, rec.CVC, rec.CVCExpiresAt = withoutCVC(TokenTypeCard, card), sealed, &Timestamp{expires}
+	return nil
+}
+
+// withoutCVC returns card data without its cvc member; other data as is.
+func withoutCVC(tokenType string, data any) any {
+	card, ok := data.(map[string]any)
+	if tokenType != TokenTypeCard || !ok {
+		return data
+	}
+	if _, has := card["cvc"]; !has {
+		return data
+	}
+	out := make(map[string]any, len(card))
 	for k, v := range card {
 		if k != "cvc" {
-			data[k] = v
+			out[k] = v
 		}
 	}
-	rec.Data, rec.CVC, rec.CVCExpiresAt = data, sealed, &Timestamp{expires}
-	return nil
+	return out
 }
 
 // fullData returns the record's data with its CVC while it is retained.
@@ -330,17 +349,12 @@ func evaluateTokenID(src string, data any) (string, error) {
 func (s *Store) insertToken(w Writer, tk *tenantKeys, rec *tokenRecord, dedupe bool) (*tokenRecord, bool, error) {
 	tid := rec.TenantID
 	if dedupe && rec.Fingerprint != "" {
-		existingID, err := w.Get(fingerprintClaimKey(tid, rec.Fingerprint))
-		if err == nil {
-			existing, err := s.loadToken(w, tk, tid, string(existingID))
-			if err == nil {
-				return existing, true, nil
-			}
-			if !errors.Is(err, ErrNotFound) {
-				return nil, false, err
-			}
-		} else if !errors.Is(err, ErrNotFound) {
+		existing, err := s.liveHolder(w, tk, tid, rec.Fingerprint, "")
+		if err != nil {
 			return nil, false, err
+		}
+		if existing != nil {
+			return existing, true, nil
 		}
 	}
 	if raw, err := w.Get(tokenKey(tid, rec.ID)); err == nil {
@@ -352,6 +366,9 @@ func (s *Store) insertToken(w Writer, tk *tenantKeys, rec *tokenRecord, dedupe b
 			return nil, false, fmt.Errorf("token id: %w", ErrConflict)
 		}
 		if err := s.removeToken(w, &old); err != nil {
+			return nil, false, err
+		}
+		if err := s.countToken(w, old.Type, tid, -1, nil); err != nil {
 			return nil, false, err
 		}
 	} else if !errors.Is(err, ErrNotFound) {
@@ -381,12 +398,16 @@ func (s *Store) writeToken(w Writer, tk *tenantKeys, rec *tokenRecord) error {
 		if err := w.Put(fingerprintIndexKey(tid, rec.Fingerprint, rec.ID), nil, 0); err != nil {
 			return err
 		}
-		if _, err := w.Get(fingerprintClaimKey(tid, rec.Fingerprint)); errors.Is(err, ErrNotFound) {
+		// the claim names the token deduplication returns; a token takes
+		// it over when its holder is gone
+		claim, err := w.Get(fingerprintClaimKey(tid, rec.Fingerprint))
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		if err != nil || string(claim) == rec.ID || !s.isLive(w, tk, tid, string(claim)) {
 			if err := w.Put(fingerprintClaimKey(tid, rec.Fingerprint), []byte(rec.ID), 0); err != nil {
 				return err
 			}
-		} else if err != nil {
-			return err
 		}
 	}
 	for _, h := range rec.IndexHashes {
@@ -446,6 +467,47 @@ func parseOrderValue(v []byte) (string, time.Time) {
 		return string(container), time.Time{}
 	}
 	return string(container), time.Unix(0, ns)
+}
+
+// isLive reports whether a token exists and has not expired.
+func (s *Store) isLive(r Reader, tk *tenantKeys, tenantID, id string) bool {
+	_, err := s.loadToken(r, tk, tenantID, id)
+	return err == nil
+}
+
+// liveHolder returns a live token holding a fingerprint, other than
+// except: the claimed one if it lives, else any other holder (tokens made
+// without deduplication share fingerprints too). nil when there is none.
+func (s *Store) liveHolder(r Reader, tk *tenantKeys, tenantID, fingerprint, except string) (*tokenRecord, error) {
+	claim, err := r.Get(fingerprintClaimKey(tenantID, fingerprint))
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return nil, err
+	}
+	if err == nil && string(claim) != except {
+		rec, err := s.loadToken(r, tk, tenantID, string(claim))
+		if err == nil {
+			return rec, nil
+		} else if !errors.Is(err, ErrNotFound) {
+			return nil, err
+		}
+	}
+	var found *tokenRecord
+	prefix := []byte(keyVersion + "t/" + tenantID + "/fpx/" + fingerprint + "/")
+	err = r.Scan(prefix, nil, func(key, _ []byte) error {
+		id := lastSegment(key)
+		if id == except || id == string(claim) {
+			return nil
+		}
+		rec, err := s.loadToken(r, tk, tenantID, id)
+		if errors.Is(err, ErrNotFound) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		found = rec
+		return ErrStopScan
+	})
+	return found, err
 }
 
 // loadToken reads a live token; an expired one is ErrNotFound.

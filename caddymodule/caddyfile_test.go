@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,5 +41,54 @@ func TestCaddyfileAdapt(t *testing.T) {
 				t.Fatalf("want an error containing %q, got %v", expected, err)
 			}
 		})
+	}
+}
+
+// TestExampleCaddyfile keeps the quick start's configuration valid and
+// its access log free of the vault's credentials.
+func TestExampleCaddyfile(t *testing.T) {
+	raw, err := os.ReadFile("../Caddyfile.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	adapted, warnings, err := caddyconfig.GetAdapter("caddyfile").Adapt(raw, map[string]any{"filename": "Caddyfile.example"})
+	if err != nil {
+		t.Fatalf("Caddyfile.example does not adapt: %v", err)
+	}
+	if len(warnings) > 0 {
+		t.Errorf("Caddyfile.example adapts with warnings: %v", warnings)
+	}
+	var cfg struct {
+		Apps struct {
+			Vault *App `json:"vault"`
+		} `json:"apps"`
+		Logging struct {
+			Logs map[string]struct {
+				Encoder struct {
+					Fields map[string]struct {
+						Filter string `json:"filter"`
+					} `json:"fields"`
+				} `json:"encoder"`
+			} `json:"logs"`
+		} `json:"logging"`
+	}
+	if err := json.Unmarshal(adapted, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Apps.Vault == nil || cfg.Apps.Vault.MasterKeyFile == "" {
+		t.Fatalf("the example has no vault app with a master key file: %s", adapted)
+	}
+	deleted := map[string]bool{}
+	for _, l := range cfg.Logging.Logs {
+		for field, f := range l.Encoder.Fields {
+			if f.Filter == "delete" {
+				deleted[field] = true
+			}
+		}
+	}
+	for _, h := range []string{"request>headers>Svc-Api-Key", "request>headers>Svc-Proxy-Key"} {
+		if !deleted[h] {
+			t.Errorf("the example's access log keeps %s", h)
+		}
 	}
 }

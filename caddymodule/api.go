@@ -112,11 +112,12 @@ func (h *API) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Hand
 }
 
 func (h *API) serve(w http.ResponseWriter, r *http.Request) error {
-	rt, params, err := h.routes.match(r.Method, r.URL.Path)
+	// authentication comes first: without a valid key every path is 401
+	p, err := h.authenticate(r)
 	if err != nil {
 		return err
 	}
-	p, err := h.authenticate(r)
+	rt, params, err := h.routes.match(r.Method, r.URL.Path)
 	if err != nil {
 		return err
 	}

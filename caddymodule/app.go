@@ -165,7 +165,7 @@ func (a *App) loadMasterKey(storageDir string) ([]byte, error) {
 		if rel, err := filepath.Rel(storageDir, path); err == nil && !strings.HasPrefix(rel, "..") {
 			return nil, errors.New("master_key_file must not be inside the storage directory: a copy of the data would carry its key")
 		}
-		if encoded, err = a.readOrCreateKeyFile(path); err != nil {
+		if encoded, err = a.readOrCreateKeyFile(path, storageDir); err != nil {
 			return nil, fmt.Errorf("master_key_file: %w", err)
 		}
 	}
@@ -179,13 +179,16 @@ func (a *App) loadMasterKey(storageDir string) ([]byte, error) {
 	return key, nil
 }
 
-func (a *App) readOrCreateKeyFile(path string) (string, error) {
+func (a *App) readOrCreateKeyFile(path, storageDir string) (string, error) {
 	raw, err := os.ReadFile(path)
 	if err == nil {
 		return string(raw), nil
 	}
 	if !errors.Is(err, os.ErrNotExist) {
 		return "", err
+	}
+	if _, err := os.Stat(filepath.Join(storageDir, "tokenvault.json")); err == nil {
+		return "", fmt.Errorf("%s is missing, but %s already holds a store: restore the key file; a new key cannot open it", path, storageDir)
 	}
 	key := make([]byte, vaultstore.MasterKeySize)
 	rand.Read(key)
@@ -202,8 +205,19 @@ func (a *App) readOrCreateKeyFile(path string) (string, error) {
 		f.Close()
 		return "", err
 	}
+	if err := f.Sync(); err != nil { // the key must be on disk before any data sealed under it
+		f.Close()
+		return "", err
+	}
 	if err := f.Close(); err != nil {
 		return "", err
+	}
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		err = d.Sync()
+		d.Close()
+		if err != nil {
+			return "", err
+		}
 	}
 	a.logger.Warn("created a new master key file; production keys belong in a secret store, given as a {env.*} or {file.*} placeholder in master_key",
 		zap.String("path", path))

@@ -121,3 +121,24 @@ func TestAppSharesStoreAcrossReload(t *testing.T) {
 func vaultstoreTenant(name string) vaultstore.NewTenant {
 	return vaultstore.NewTenant{Name: name, Type: vaultstore.TenantTest}
 }
+
+func TestAppRefusesNewKeyFileForExistingStore(t *testing.T) {
+	storage := t.TempDir()
+	keyFile := filepath.Join(t.TempDir(), "master.key")
+	a := App{Storage: storage, MasterKeyFile: keyFile}
+	if err := provisionApp(t, &a); err != nil {
+		t.Fatal(err)
+	}
+	a.Cleanup()
+	if err := os.Remove(keyFile); err != nil {
+		t.Fatal(err)
+	}
+	b := App{Storage: storage, MasterKeyFile: keyFile}
+	err := provisionApp(t, &b)
+	if err == nil || !strings.Contains(err.Error(), "already holds a store") {
+		t.Fatalf("want a refusal naming the existing store, got %v", err)
+	}
+	if _, err := os.Stat(keyFile); !os.IsNotExist(err) {
+		t.Fatal("a new key file was written for an existing store")
+	}
+}

@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 )
 
@@ -59,5 +60,29 @@ func TestRouterMatch(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestProblemScrubsDigits(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"duplicate member name \"4242424242424242\"", "duplicate member name \"…\""},
+		{"4242 4242-4242 4242.data.number", "….data.number"},
+		{"must be 3 to 400 characters long", "must be 3 to 400 characters long"},
+		{"more than 100000 values", "more than 100000 values"},
+		{"id 12-34", "id 12-34"},
+		{"", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			if got := scrubDigits(tt.in); got != tt.want {
+				t.Fatalf("scrubDigits(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+		})
+	}
+	p := problemFor(errField("metadata.4111111111111111", "bad 4111111111111111"))
+	for f, msgs := range p.Errors {
+		if strings.Contains(f+strings.Join(msgs, ""), "4111111111111111") {
+			t.Fatalf("problem keeps the digits: %+v", p)
+		}
 	}
 }

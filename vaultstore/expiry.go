@@ -1,6 +1,7 @@
 package vaultstore
 
 import (
+	"fmt"
 	"strings"
 	"time"
 )
@@ -71,10 +72,18 @@ func ParseExpiresAt(s string, now time.Time) (time.Time, error) {
 		if !t.After(now) {
 			return time.Time{}, invalid("expires_at", "must be in the future")
 		}
+		if t.After(now.AddDate(MaxExpiresAtYears, 0, 0)) {
+			return time.Time{}, invalid("expires_at", fmt.Sprintf("must be within %d years", MaxExpiresAtYears))
+		}
 		return t, nil
 	}
 	return time.Time{}, invalid("expires_at", expiresAtFormats)
 }
+
+// MaxExpiresAtYears bounds how far ahead a token may expire; a token
+// that should live longer has no expiry. (It also keeps expiry times
+// within the range of Unix nanoseconds the expiry queue is keyed by.)
+const MaxExpiresAtYears = 100
 
 // FormatExpiresAt renders t as ISO 8601 with its numeric offset,
 // "2030-08-26T19:23:57-07:00", with fractional seconds only when nonzero.

@@ -91,6 +91,11 @@ func Open(o Options) (*Store, error) {
 		kv.Close()
 		return nil, err
 	}
+	if err := cvc.shred(o.Now()); err != nil { // keys whose time ran out while the vault was down
+		kv.Close()
+		cvc.close()
+		return nil, err
+	}
 	s := &Store{kv: kv, keys: keys, cvc: cvc, keyCheck: keyCheck(o.MasterKey), now: o.Now, logger: o.Logger, dir: dir, stop: make(chan struct{})}
 	s.wg.Add(1)
 	go s.sweepLoop()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -45,20 +46,26 @@ func (s *Store) purgeExpired(ctx context.Context, now time.Time) error {
 		err := s.kv.View(ctx, func(r Reader) error {
 			return r.Scan(prefix, nil, func(key, _ []byte) error {
 				at, _, _, ok := parseExpiryKey(key)
-				if !ok || at.After(now) || len(due) == 100 {
+				if ok && at.After(now) || len(due) == 100 {
 					return ErrStopScan
 				}
-				due = append(due, key)
+				due = append(due, key) // an unreadable entry is dropped by purgeOne
 				return nil
 			})
 		})
 		if err != nil || len(due) == 0 {
 			return err
 		}
+		var failed int
 		for _, key := range due {
 			if err := s.purgeOne(ctx, key, now); err != nil {
-				return err
+				// one record that cannot be purged must not hold up the rest
+				s.logger.Warn("purging an expired token failed", zap.Error(err))
+				failed++
 			}
+		}
+		if failed == len(due) {
+			return fmt.Errorf("purging expired tokens: %d failed", failed)
 		}
 	}
 }
@@ -66,9 +73,9 @@ func (s *Store) purgeExpired(ctx context.Context, now time.Time) error {
 // purgeOne removes the token an expiry entry names, if it is still the
 // token that expires then (an update may have moved its expiry).
 func (s *Store) purgeOne(ctx context.Context, key []byte, now time.Time) error {
-	at, tid, id, _ := parseExpiryKey(key)
+	at, tid, id, ok := parseExpiryKey(key)
 	return s.kv.Update(ctx, func(w Writer) error {
-		if err := w.Delete(key); err != nil {
+		if err := w.Delete(key); err != nil || !ok {
 			return err
 		}
 		tk, err := s.tenantKeysFor(w, tid)

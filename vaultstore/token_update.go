@@ -90,13 +90,27 @@ func (s *Store) UpdateToken(ctx context.Context, req TokenRequest, id string, pa
 		if err := s.writeToken(w, tk, next); err != nil {
 			return err
 		}
-		if transform == TransformReveal {
-			transform = TransformMask
-		}
-		out, err = s.shape(next, transform)
+		out, err = s.shapeUpdated(req.Application, next, transform)
 		return err
 	})
 	return out, err
+}
+
+// shapeUpdated shapes the answer to an update: data masked at most, and
+// only to a caller who may also read the token; otherwise the answer
+// leaves out data, metadata and every expression.
+func (s *Store) shapeUpdated(app *Application, rec *tokenRecord, updateTransform string) (*Token, error) {
+	readTransform, err := app.Authorize("token:read", rec.container())
+	if err != nil {
+		tok := rec.Token
+		tok.Data, tok.Metadata, tok.Mask, tok.SearchIndexes, tok.FingerprintExpression = nil, nil, nil, nil, ""
+		return &tok, nil
+	}
+	transform := TransformMask
+	if readTransform == TransformRedact || updateTransform == TransformRedact {
+		transform = TransformRedact
+	}
+	return s.shape(rec, transform)
 }
 
 // patched returns the token that old becomes under patch, validated.
@@ -115,7 +129,7 @@ func (s *Store) patched(t *Tenant, old *tokenRecord, patch map[string]any, actor
 	}
 	if m, ok := patch["mask"]; ok {
 		if m == nil {
-			next.Mask = nil
+			next.Mask = typ.DefaultMask // removing the mask restores the type's
 		} else {
 			next.Mask = mergePatch(old.Mask, m)
 		}

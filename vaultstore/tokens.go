@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.uber.org/zap"
 
 	"github.com/tokenvault/tokenvault/vaultstore/expr"
 )
@@ -620,9 +621,14 @@ func (s *Store) shape(rec *tokenRecord, transform string) (*Token, error) {
 	case TransformMask:
 		tok.Data = nil
 		if rec.Mask != nil {
-			masked, err := expr.EvaluateJSON(rec.Mask, map[string]any{"data": s.fullData(rec)})
+			// a mask sees the data without the CVC: a mask must never
+			// show it, and must not break once the CVC is gone
+			masked, err := expr.EvaluateJSON(rec.Mask, map[string]any{"data": rec.Data})
 			if err != nil {
-				return nil, invalid("mask", err.Error())
+				// a mask that fails on this token's data hides the data;
+				// it must not fail the reader's request
+				s.logger.Warn("a token's mask failed; its data is left out", zap.String("tenant_id", rec.TenantID), zap.Error(err))
+				return &tok, nil
 			}
 			if obj, ok := masked.(map[string]any); ok {
 				for k, v := range obj {

@@ -92,6 +92,16 @@ func (c *call) decode(v any) error {
 	return strictjson.Decode(body, v, strictjson.DefaultLimits)
 }
 
+// decodeValue reads the JSON body as a free-form value (numbers exact)
+// under the vault's input rules.
+func (c *call) decodeValue() (any, error) {
+	body, err := strictjson.ReadBody(c.r.Body, maxBodyBytes)
+	if err != nil {
+		return nil, err
+	}
+	return strictjson.DecodeValue(body, strictjson.DefaultLimits)
+}
+
 var traceIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
 
 // ServeHTTP routes, authenticates, authorizes and runs one API call.

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/tokenvault/tokenvault/vaultstore"
-	"github.com/tokenvault/tokenvault/vaultstore/strictjson"
 )
 
 func (c *call) tokenRequest() vaultstore.TokenRequest {
@@ -97,11 +96,7 @@ func updateToken(c *call) error {
 	if mt, _, _ := mime.ParseMediaType(c.r.Header.Get("Content-Type")); mt != "application/merge-patch+json" {
 		return errStatus(http.StatusUnsupportedMediaType, "PATCH takes Content-Type application/merge-patch+json")
 	}
-	body, err := strictjson.ReadBody(c.r.Body, maxBodyBytes)
-	if err != nil {
-		return err
-	}
-	v, err := strictjson.DecodeValue(body, strictjson.DefaultLimits)
+	v, err := c.decodeValue()
 	if err != nil {
 		return err
 	}
@@ -127,11 +122,7 @@ func deleteToken(c *call) error {
 
 // tokenize: POST /tokenize.
 func tokenize(c *call) error {
-	body, err := strictjson.ReadBody(c.r.Body, maxBodyBytes)
-	if err != nil {
-		return err
-	}
-	v, err := strictjson.DecodeValue(body, strictjson.DefaultLimits)
+	v, err := c.decodeValue()
 	if err != nil {
 		return err
 	}

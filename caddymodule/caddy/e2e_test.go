@@ -837,7 +837,8 @@ func TestErrors(t *testing.T) {
 	k := ct.Key
 
 	wantProblem(t, s.do(http.MethodGet, "/no/such/route", k, nil), http.StatusNotFound, "unknown route")
-	wantProblem(t, s.do(http.MethodGet, "/no/such/route", "", nil), http.StatusNotFound, "unknown route without a key")
+	// without a key every path is 401: the API tells nothing to strangers
+	wantProblem(t, s.do(http.MethodGet, "/no/such/route", "", nil), http.StatusUnauthorized, "unknown route without a key")
 
 	r := s.do(http.MethodPatch, "/applications", k, map[string]any{})
 	wantProblem(t, r, http.StatusMethodNotAllowed, "PATCH /applications")

@@ -20,6 +20,7 @@ package vaultstore
 //	v1/t/{tenant}/usage/{type}/total       the changes folded so far
 //	v1/t/{tenant}/mat/{yyyymm}/{token}     monthly active token marker
 //	v1/exp/{expires ns hex}/{tenant}/{token}  expiry queue for the purge sweep; value is the type
+//	v1/deleting/{tenant}                   a deleted tenant whose records are still being removed
 //
 // Everything a tenant owns lives under v1/t/{tenant}/, so deleting a tenant
 // is one prefix delete once its data keys are gone.
@@ -108,3 +109,7 @@ func expiryKey(expires time.Time, tenantID, id string) []byte {
 }
 
 func expiryPrefix() []byte { return []byte(keyVersion + "exp/") }
+
+func tenantDeletionKey(tenantID string) []byte { return []byte(keyVersion + "deleting/" + tenantID) }
+
+func tenantDeletionPrefix() []byte { return []byte(keyVersion + "deleting/") }

@@ -1,6 +1,7 @@
 package vaultstore
 
 import (
+	"context"
 	"crypto/subtle"
 	"errors"
 	"fmt"
@@ -39,6 +40,8 @@ type Store struct {
 	dir      string
 
 	stop      chan struct{}
+	ctx       context.Context // cancelled by Close, for background work
+	cancel    context.CancelFunc
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 	closeErr  error
@@ -97,8 +100,15 @@ func Open(o Options) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{kv: kv, keys: keys, cvc: cvc, keyCheck: keyCheck(o.MasterKey), now: o.Now, logger: o.Logger, dir: dir, stop: make(chan struct{})}
-	s.wg.Add(1)
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.wg.Add(2)
 	go s.sweepLoop()
+	go func() {
+		defer s.wg.Done()
+		if err := s.resumeTenantDeletions(context.Background()); err != nil {
+			s.logger.Warn("resuming tenant deletions failed", zap.Error(err))
+		}
+	}()
 	return s, nil
 }
 
@@ -124,6 +134,7 @@ func (s *Store) MasterKeyMatches(key []byte) bool {
 // Close stops the background sweep and closes the store.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		s.cancel()
 		close(s.stop)
 		s.wg.Wait()
 		s.closeErr = errors.Join(s.kv.Close(), s.cvc.close())

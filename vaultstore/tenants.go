@@ -273,14 +273,48 @@ func (s *Store) DeleteTenant(ctx context.Context, id string) error {
 		if err := w.Delete(fingerprintKeyKey(id)); err != nil {
 			return err
 		}
+		// the marker survives a crash in the middle of the bulk delete
+		// below; Open resumes it
+		if err := w.Put(tenantDeletionKey(id), nil, 0); err != nil {
+			return err
+		}
 		return w.Delete(tenantKey(id))
 	})
 	if err != nil {
 		return err
 	}
 	s.keys.forget(id)
-	if err := s.kv.DeletePrefix(context.WithoutCancel(ctx), tenantDataPrefix(id)); err != nil {
+	return s.removeTenantRecords(context.WithoutCancel(ctx), id)
+}
+
+// removeTenantRecords deletes what a deleted tenant owned, then its
+// deletion marker.
+func (s *Store) removeTenantRecords(ctx context.Context, id string) error {
+	if err := s.kv.DeletePrefix(ctx, tenantDataPrefix(id)); err != nil {
 		return fmt.Errorf("removing records of deleted tenant: %w", err)
+	}
+	return s.kv.Update(ctx, func(w Writer) error { return w.Delete(tenantDeletionKey(id)) })
+}
+
+// resumeTenantDeletions finishes the bulk deletes that a stop or crash
+// interrupted.
+func (s *Store) resumeTenantDeletions(ctx context.Context) error {
+	var ids []string
+	prefix := tenantDeletionPrefix()
+	err := s.kv.View(ctx, func(r Reader) error {
+		ids = ids[:0]
+		return r.Scan(prefix, nil, func(key, _ []byte) error {
+			ids = append(ids, string(key[len(prefix):]))
+			return nil
+		})
+	})
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if err := s.removeTenantRecords(ctx, id); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -90,22 +90,8 @@ func revealLast(in any, args ...any) (any, error) {
 // is masked.
 func reveal(in any, args ...any) (any, error) {
 	const name = "reveal"
-	if err := maxArgs(name, args, 4); err != nil {
-		return nil, err
-	}
-	if in == nil {
-		return nil, nil
-	}
-	s, err := textInput(name, in)
-	if err != nil {
-		return nil, err
-	}
-	first, err := intArg(name, "reveal_first", args, 0, 0, maxIntArg)
-	if err != nil {
-		return nil, err
-	}
-	last, err := intArg(name, "reveal_last", args, 1, 0, maxIntArg)
-	if err != nil {
+	s, first, last, err := revealSpan(name, in, args, 4)
+	if err != nil || in == nil {
 		return nil, err
 	}
 	mask, err := charArg(name, "mask character", args, 2, 'X')
@@ -266,22 +252,8 @@ const (
 )
 
 func alias(name string, in any, args []any, gen func(rune) rune) (any, error) {
-	if err := maxArgs(name, args, 2); err != nil {
-		return nil, err
-	}
-	if in == nil {
-		return nil, nil
-	}
-	s, err := textInput(name, in)
-	if err != nil {
-		return nil, err
-	}
-	first, err := intArg(name, "reveal_first", args, 0, 0, maxIntArg)
-	if err != nil {
-		return nil, err
-	}
-	last, err := intArg(name, "reveal_last", args, 1, 0, maxIntArg)
-	if err != nil {
+	s, first, last, err := revealSpan(name, in, args, 2)
+	if err != nil || in == nil {
 		return nil, err
 	}
 	r := []rune(s)
@@ -289,6 +261,28 @@ func alias(name string, in any, args []any, gen func(rune) rune) (any, error) {
 		r[i] = gen(r[i])
 	}
 	return string(r), nil
+}
+
+// revealSpan reads the input text and the reveal_first and reveal_last
+// arguments shared by reveal and the alias filters. A nil input gives
+// no error and an empty text: the filter returns nil.
+func revealSpan(name string, in any, args []any, max int) (s string, first, last int, err error) {
+	if err := maxArgs(name, args, max); err != nil {
+		return "", 0, 0, err
+	}
+	if in == nil {
+		return "", 0, 0, nil
+	}
+	if s, err = textInput(name, in); err != nil {
+		return "", 0, 0, err
+	}
+	if first, err = intArg(name, "reveal_first", args, 0, 0, maxIntArg); err != nil {
+		return "", 0, 0, err
+	}
+	if last, err = intArg(name, "reveal_last", args, 1, 0, maxIntArg); err != nil {
+		return "", 0, 0, err
+	}
+	return s, first, last, nil
 }
 
 // randIndex returns a uniformly random integer in [0, n), n <= 256, from

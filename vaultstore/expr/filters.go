@@ -51,18 +51,7 @@ func registerVaultFilters(c *render.Config) {
 // reveal_last: length (required), mask_char ('X'). Keeps the last length
 // characters and masks every other letter or digit; separators stay. A
 // value no longer than length is returned unmasked.
-func revealLast(in any, args ...any) (any, error) {
-	const name = "reveal_last"
-	if err := maxArgs(name, args, 2); err != nil {
-		return nil, err
-	}
-	if in == nil {
-		return nil, nil
-	}
-	s, err := textInput(name, in)
-	if err != nil {
-		return nil, err
-	}
+var revealLast = textFilter("reveal_last", 2, func(name, s string, args []any) (any, error) {
 	n, err := intArg(name, "length", args, 0, -1, maxIntArg)
 	if err != nil {
 		return nil, err
@@ -81,17 +70,16 @@ func revealLast(in any, args ...any) (any, error) {
 		}
 	}
 	return string(r), nil
-}
+})
 
 // reveal: reveal_first (0), reveal_last (0), mask_char ('X'),
 // preserve_chars (""). Masks every character except the first and last ones
 // and those in preserve_chars. If the value is no longer than
 // reveal_first+reveal_last, or masking would change nothing, the whole value
 // is masked.
-func reveal(in any, args ...any) (any, error) {
-	const name = "reveal"
-	s, first, last, err := revealSpan(name, in, args, 4)
-	if err != nil || in == nil {
+var reveal = textFilter("reveal", 4, func(name, s string, args []any) (any, error) {
+	first, last, err := revealBounds(name, args)
+	if err != nil {
 		return nil, err
 	}
 	mask, err := charArg(name, "mask character", args, 2, 'X')
@@ -116,42 +104,21 @@ func reveal(in any, args ...any) (any, error) {
 		}
 	}
 	return strings.Repeat(string(mask), len(r)), nil
-}
+})
 
 // last4: the last four characters; a shorter value is returned whole.
-func last4(in any, args ...any) (any, error) {
-	const name = "last4"
-	if err := maxArgs(name, args, 0); err != nil {
-		return nil, err
-	}
-	if in == nil {
-		return nil, nil
-	}
-	s, err := textInput(name, in)
-	if err != nil {
-		return nil, err
-	}
+var last4 = textFilter("last4", 0, func(_, s string, _ []any) (any, error) {
 	r := []rune(s)
 	if len(r) <= 4 {
 		return s, nil
 	}
 	return string(r[len(r)-4:]), nil
-}
+})
 
 // pad_left / pad_right: length (required), pad_char (required). Pads to
 // length characters; never truncates.
 func padFilter(name string, left bool) filterFunc {
-	return func(in any, args ...any) (any, error) {
-		if err := maxArgs(name, args, 2); err != nil {
-			return nil, err
-		}
-		if in == nil {
-			return nil, nil
-		}
-		s, err := textInput(name, in)
-		if err != nil {
-			return nil, err
-		}
+	return textFilter(name, 2, func(name, s string, args []any) (any, error) {
 		n, err := intArg(name, "length", args, 0, -1, maxPadLength)
 		if err != nil {
 			return nil, err
@@ -169,7 +136,7 @@ func padFilter(name string, left bool) filterFunc {
 			return p + s, nil
 		}
 		return s + p, nil
-	}
+	})
 }
 
 // json: JSONPath (required). Evaluates a Goessner JSONPath over the input;
@@ -224,26 +191,22 @@ func stringifyFilter(name string) filterFunc {
 // alias_preserve_format: reveal_first (0), reveal_last (0). A random alias:
 // letters become random letters, digits random digits, other characters
 // stay; the first and last characters asked for are kept.
-func aliasPreserveFormat(in any, args ...any) (any, error) {
-	return alias("alias_preserve_format", in, args, func(c rune) rune {
-		switch {
-		case unicode.IsDigit(c):
-			return rune(digits[randIndex(len(digits))])
-		case unicode.IsLetter(c):
-			return rune(letters[randIndex(len(letters))])
-		}
-		return c
-	})
-}
+var aliasPreserveFormat = alias("alias_preserve_format", func(c rune) rune {
+	switch {
+	case unicode.IsDigit(c):
+		return rune(digits[randIndex(len(digits))])
+	case unicode.IsLetter(c):
+		return rune(letters[randIndex(len(letters))])
+	}
+	return c
+})
 
 // alias_preserve_length: reveal_first (0), reveal_last (0). A random
 // alphanumeric alias of the same length; the first and last characters asked
 // for are kept.
-func aliasPreserveLength(in any, args ...any) (any, error) {
-	return alias("alias_preserve_length", in, args, func(rune) rune {
-		return rune(alphanumerics[randIndex(len(alphanumerics))])
-	})
-}
+var aliasPreserveLength = alias("alias_preserve_length", func(rune) rune {
+	return rune(alphanumerics[randIndex(len(alphanumerics))])
+})
 
 const (
 	digits        = "0123456789"
@@ -251,38 +214,50 @@ const (
 	alphanumerics = letters + digits
 )
 
-func alias(name string, in any, args []any, gen func(rune) rune) (any, error) {
-	s, first, last, err := revealSpan(name, in, args, 2)
-	if err != nil || in == nil {
-		return nil, err
-	}
-	r := []rune(s)
-	for i := first; i < len(r)-last; i++ {
-		r[i] = gen(r[i])
-	}
-	return string(r), nil
+// alias is a filter that replaces every character but the first and
+// last ones asked for with gen's choice.
+func alias(name string, gen func(rune) rune) filterFunc {
+	return textFilter(name, 2, func(name, s string, args []any) (any, error) {
+		first, last, err := revealBounds(name, args)
+		if err != nil {
+			return nil, err
+		}
+		r := []rune(s)
+		for i := first; i < len(r)-last; i++ {
+			r[i] = gen(r[i])
+		}
+		return string(r), nil
+	})
 }
 
-// revealSpan reads the input text and the reveal_first and reveal_last
-// arguments shared by reveal and the alias filters. A nil input gives
-// no error and an empty text: the filter returns nil.
-func revealSpan(name string, in any, args []any, max int) (s string, first, last int, err error) {
-	if err := maxArgs(name, args, max); err != nil {
-		return "", 0, 0, err
+// textFilter makes a filter over text: it checks the argument count,
+// passes nil through, and turns a string or number input into text for f.
+func textFilter(name string, maxArgCount int, f func(name, s string, args []any) (any, error)) filterFunc {
+	return func(in any, args ...any) (any, error) {
+		if err := maxArgs(name, args, maxArgCount); err != nil {
+			return nil, err
+		}
+		if in == nil {
+			return nil, nil
+		}
+		s, err := textInput(name, in)
+		if err != nil {
+			return nil, err
+		}
+		return f(name, s, args)
 	}
-	if in == nil {
-		return "", 0, 0, nil
-	}
-	if s, err = textInput(name, in); err != nil {
-		return "", 0, 0, err
-	}
+}
+
+// revealBounds reads the reveal_first and reveal_last arguments shared by
+// reveal and the alias filters.
+func revealBounds(name string, args []any) (first, last int, err error) {
 	if first, err = intArg(name, "reveal_first", args, 0, 0, maxIntArg); err != nil {
-		return "", 0, 0, err
+		return 0, 0, err
 	}
 	if last, err = intArg(name, "reveal_last", args, 1, 0, maxIntArg); err != nil {
-		return "", 0, 0, err
+		return 0, 0, err
 	}
-	return s, first, last, nil
+	return first, last, nil
 }
 
 // randIndex returns a uniformly random integer in [0, n), n <= 256, from

@@ -140,7 +140,6 @@ func (s *Store) resolveDetokenize(ctx context.Context, req TokenRequest, permiss
 		if err != nil {
 			return err
 		}
-		now := s.now()
 		for _, id := range ids {
 			t := d.tokens[id]
 			t.rec, t.active = nil, false
@@ -151,9 +150,7 @@ func (s *Store) resolveDetokenize(ctx context.Context, req TokenRequest, permiss
 				return err
 			}
 			t.rec = rec
-			if _, err := r.Get(activeTokenKey(tenantID, now, id)); err == nil {
-				t.active = true
-			} else if !errors.Is(err, ErrNotFound) {
+			if t.active, err = s.isActive(r, tenantID, id); err != nil {
 				return err
 			}
 		}
@@ -201,17 +198,7 @@ func (s *Store) markUsed(ctx context.Context, tenantID string, d *detokenizer) e
 			todo = append(todo, id)
 		}
 	}
-	if len(todo) == 0 {
-		return nil
-	}
-	return s.kv.Update(ctx, func(w Writer) error {
-		for _, id := range todo {
-			if err := s.markActive(w, tenantID, id); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	return s.markActiveIDs(ctx, tenantID, todo)
 }
 
 // displayTokenID quotes a token id for an error message, unless it does

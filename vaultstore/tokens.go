@@ -647,14 +647,19 @@ func (s *Store) shape(rec *tokenRecord, transform string) (*Token, error) {
 
 // GetToken reads a token as the caller may see it.
 func (s *Store) GetToken(ctx context.Context, req TokenRequest, id string) (*Token, error) {
-	var rec *tokenRecord
-	var tk *tenantKeys
+	var (
+		rec    *tokenRecord
+		active bool
+	)
 	err := s.kv.View(ctx, func(r Reader) error {
-		var err error
-		if tk, err = s.tenantKeysFor(r, req.Tenant.ID); err != nil {
+		tk, err := s.tenantKeysFor(r, req.Tenant.ID)
+		if err != nil {
 			return err
 		}
-		rec, err = s.loadToken(r, tk, req.Tenant.ID, id)
+		if rec, err = s.loadToken(r, tk, req.Tenant.ID, id); err != nil {
+			return err
+		}
+		active, err = s.isActive(r, req.Tenant.ID, id)
 		return err
 	})
 	if err != nil {
@@ -664,24 +669,37 @@ func (s *Store) GetToken(ctx context.Context, req TokenRequest, id string) (*Tok
 	if err != nil {
 		return nil, err
 	}
-	if err := s.noteActive(ctx, req.Tenant.ID, rec.ID); err != nil {
-		return nil, err
+	if !active {
+		if err := s.markActiveIDs(ctx, req.Tenant.ID, []string{rec.ID}); err != nil {
+			return nil, err
+		}
 	}
 	return s.shape(rec, transform)
 }
 
-// noteActive marks a token active this month, writing only on its first
-// use in the month.
-func (s *Store) noteActive(ctx context.Context, tenantID, id string) error {
-	key := activeTokenKey(tenantID, s.now(), id)
-	err := s.kv.View(ctx, func(r Reader) error {
-		_, err := r.Get(key)
-		return err
-	})
-	if !errors.Is(err, ErrNotFound) {
-		return err
+// isActive reports whether a token is already marked active this month.
+func (s *Store) isActive(r Reader, tenantID, id string) (bool, error) {
+	_, err := r.Get(activeTokenKey(tenantID, s.now(), id))
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
 	}
-	return s.kv.Update(ctx, func(w Writer) error { return s.markActive(w, tenantID, id) })
+	return err == nil, err
+}
+
+// markActiveIDs marks tokens active this month in one write; callers
+// skip it for tokens isActive already found marked.
+func (s *Store) markActiveIDs(ctx context.Context, tenantID string, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	return s.kv.Update(ctx, func(w Writer) error {
+		for _, id := range ids {
+			if err := s.markActive(w, tenantID, id); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // TokenFilter selects tokens to list.

@@ -26,6 +26,7 @@ const gcInterval = 5 * time.Minute
 // badgerKV is the embedded single-node KV on Badger.
 type badgerKV struct {
 	db     *badger.DB
+	group  *groupSync // nil when writes need not be durable
 	logger *zap.Logger
 	stop   chan struct{}
 	wg     sync.WaitGroup
@@ -43,7 +44,7 @@ type badgerOptions struct {
 
 func openBadger(o badgerOptions) (*badgerKV, error) {
 	opts := badger.DefaultOptions(o.dir).
-		WithSyncWrites(o.syncWrites).
+		WithSyncWrites(false). // durability comes from group commit below
 		WithNumVersionsToKeep(1).
 		WithLogger(badgerLogger{o.logger.Sugar()}).
 		WithMetricsEnabled(false)
@@ -55,6 +56,9 @@ func openBadger(o badgerOptions) (*badgerKV, error) {
 		return nil, fmt.Errorf("opening badger in %s: %w", o.dir, err)
 	}
 	kv := &badgerKV{db: db, logger: o.logger, stop: make(chan struct{})}
+	if o.syncWrites {
+		kv.group = newGroupSync(db.Sync)
+	}
 	kv.wg.Add(1)
 	go kv.gcLoop()
 	return kv, nil
@@ -90,7 +94,7 @@ func (kv *badgerKV) View(ctx context.Context, fn func(Reader) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return kv.db.View(func(txn *badger.Txn) error { return fn(badgerTxn{txn}) })
+	return kv.db.View(func(txn *badger.Txn) error { return fn(badgerTxn{txn: txn}) })
 }
 
 func (kv *badgerKV) Update(ctx context.Context, fn func(Writer) error) error {
@@ -99,7 +103,13 @@ func (kv *badgerKV) Update(ctx context.Context, fn func(Writer) error) error {
 		if err = ctx.Err(); err != nil {
 			return err
 		}
-		err = kv.db.Update(func(txn *badger.Txn) error { return fn(badgerTxn{txn}) })
+		wrote := false
+		err = kv.db.Update(func(txn *badger.Txn) error { return fn(badgerTxn{txn, &wrote}) })
+		if err == nil && wrote && kv.group != nil {
+			if err := kv.group.wait(); err != nil {
+				return fmt.Errorf("syncing committed writes: %w", err)
+			}
+		}
 		if !errors.Is(err, badger.ErrConflict) {
 			return err
 		}
@@ -155,7 +165,10 @@ func (kv *badgerKV) Close() error {
 }
 
 // badgerTxn adapts a Badger transaction to Reader and Writer.
-type badgerTxn struct{ txn *badger.Txn }
+type badgerTxn struct {
+	txn   *badger.Txn
+	wrote *bool // set by Put and Delete; nil in a read-only transaction
+}
 
 func (t badgerTxn) Get(key []byte) ([]byte, error) {
 	item, err := t.txn.Get(key)
@@ -195,6 +208,7 @@ func (t badgerTxn) Scan(prefix, after []byte, fn func(key, value []byte) error) 
 }
 
 func (t badgerTxn) Put(key, value []byte, ttl time.Duration) error {
+	*t.wrote = true
 	e := badger.NewEntry(key, value)
 	if ttl > 0 {
 		e = e.WithTTL(ttl)
@@ -202,7 +216,10 @@ func (t badgerTxn) Put(key, value []byte, ttl time.Duration) error {
 	return t.txn.SetEntry(e)
 }
 
-func (t badgerTxn) Delete(key []byte) error { return t.txn.Delete(key) }
+func (t badgerTxn) Delete(key []byte) error {
+	*t.wrote = true
+	return t.txn.Delete(key)
+}
 
 // badgerLogger routes Badger's logging into zap, with its chatty
 // informational lines at debug level.

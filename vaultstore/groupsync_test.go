@@ -1,8 +1,8 @@
 package vaultstore
 
 import (
-	"fmt"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"

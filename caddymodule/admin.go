@@ -60,13 +60,9 @@ func (a AdminAPI) handleTenants(w http.ResponseWriter, r *http.Request) error {
 	}
 	switch r.Method {
 	case http.MethodPost:
-		body, err := strictjson.ReadBody(http.MaxBytesReader(w, r.Body, maxBodyBytes), maxBodyBytes)
-		if err != nil {
-			return adminError(err)
-		}
 		var in vaultstore.NewTenant
-		if err := strictjson.Decode(body, &in, strictjson.DefaultLimits); err != nil {
-			return adminError(err)
+		if err := decodeAdminBody(w, r, &in); err != nil {
+			return err
 		}
 		created, err := store.CreateTenant(r.Context(), in)
 		if err != nil {
@@ -83,19 +79,52 @@ func (a AdminAPI) handleTenants(w http.ResponseWriter, r *http.Request) error {
 		}
 		return writeJSON(w, http.StatusOK, tenants)
 	}
-	return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method %s not allowed", r.Method)}
+	return methodNotAllowed(r)
 }
 
-// handleTenant: GET or DELETE /vault/tenants/{id}.
+// handleTenant: GET or DELETE /vault/tenants/{id}, PUT
+// /vault/tenants/{id}/quotas (the quotas named change), and the tenant's
+// whitelabel hostnames under /vault/tenants/{id}/hostnames.
 func (a AdminAPI) handleTenant(w http.ResponseWriter, r *http.Request) error {
 	store, err := runningStore()
 	if err != nil {
 		return err
 	}
-	id := strings.TrimPrefix(r.URL.Path, "/vault/tenants/")
-	if id == "" || strings.Contains(id, "/") {
-		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: errors.New("no such tenant")}
+	parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/vault/tenants/"), "/")
+	id := parts[0]
+	switch {
+	case id == "":
+	case len(parts) == 1:
+		return a.tenant(w, r, store, id)
+	case parts[1] == "quotas" && len(parts) == 2:
+		if r.Method != http.MethodPut {
+			return methodNotAllowed(r)
+		}
+		var in vaultstore.QuotasUpdate
+		if err := decodeAdminBody(w, r, &in); err != nil {
+			return err
+		}
+		t, err := store.UpdateQuotas(r.Context(), id, in)
+		if err != nil {
+			return adminError(err)
+		}
+		return writeJSON(w, http.StatusOK, t)
+	case parts[1] == "hostnames" && len(parts) == 2:
+		return a.hostnames(w, r, store, id)
+	case parts[1] == "hostnames" && len(parts) == 3:
+		if r.Method != http.MethodDelete {
+			return methodNotAllowed(r)
+		}
+		if err := store.DeleteHostname(r.Context(), id, parts[2]); err != nil {
+			return adminError(err)
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return nil
 	}
+	return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: errors.New("not found")}
+}
+
+func (a AdminAPI) tenant(w http.ResponseWriter, r *http.Request, store *vaultstore.Store, id string) error {
 	switch r.Method {
 	case http.MethodGet:
 		t, err := store.GetTenant(r.Context(), id)
@@ -110,6 +139,52 @@ func (a AdminAPI) handleTenant(w http.ResponseWriter, r *http.Request) error {
 		w.WriteHeader(http.StatusNoContent)
 		return nil
 	}
+	return methodNotAllowed(r)
+}
+
+// hostnames: POST /vault/tenants/{id}/hostnames registers a hostname for
+// a proxy of the tenant ({"hostname", "proxy_id"}); GET lists them.
+func (a AdminAPI) hostnames(w http.ResponseWriter, r *http.Request, store *vaultstore.Store, tenantID string) error {
+	switch r.Method {
+	case http.MethodPost:
+		var in struct {
+			Hostname string `json:"hostname"`
+			ProxyID  string `json:"proxy_id"`
+		}
+		if err := decodeAdminBody(w, r, &in); err != nil {
+			return err
+		}
+		h, err := store.RegisterHostname(r.Context(), tenantID, in.ProxyID, in.Hostname)
+		if err != nil {
+			return adminError(err)
+		}
+		return writeJSON(w, http.StatusCreated, h)
+	case http.MethodGet:
+		list, err := store.ListHostnames(r.Context(), tenantID)
+		if err != nil {
+			return adminError(err)
+		}
+		if list == nil {
+			list = []*vaultstore.Hostname{}
+		}
+		return writeJSON(w, http.StatusOK, list)
+	}
+	return methodNotAllowed(r)
+}
+
+// decodeAdminBody reads a JSON body under the vault's input rules.
+func decodeAdminBody(w http.ResponseWriter, r *http.Request, v any) error {
+	body, err := strictjson.ReadBody(http.MaxBytesReader(w, r.Body, maxBodyBytes), maxBodyBytes)
+	if err != nil {
+		return adminError(err)
+	}
+	if err := strictjson.Decode(body, v, strictjson.DefaultLimits); err != nil {
+		return adminError(err)
+	}
+	return nil
+}
+
+func methodNotAllowed(r *http.Request) error {
 	return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method %s not allowed", r.Method)}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"regexp"
+	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -30,6 +31,7 @@ type API struct {
 	store   *vaultstore.Store
 	headers vaultHeaders
 	routes  *router
+	proxy   *forwarder
 	logger  *zap.Logger
 }
 
@@ -43,28 +45,47 @@ func (API) CaddyModule() caddy.ModuleInfo {
 
 // Provision connects the handler to the vault app.
 func (h *API) Provision(ctx caddy.Context) error {
-	h.logger = ctx.Logger()
 	appIface, err := ctx.App("vault")
 	if err != nil {
 		return err
 	}
-	h.app = appIface.(*App)
-	h.store = h.app.Store()
-	h.headers = newVaultHeaders(h.app.HeaderPrefix)
-	h.routes = newRouter(h.apiRoutes())
+	h.wire(appIface.(*App), ctx.Logger())
 	return nil
+}
+
+// wire connects the handler to a provisioned vault app.
+func (h *API) wire(app *App, logger *zap.Logger) {
+	h.app, h.store, h.logger = app, app.Store(), logger
+	h.headers = newVaultHeaders(app.HeaderPrefix)
+	h.routes = newRouter(h.apiRoutes())
+	h.proxy = &forwarder{app: app, store: h.store, headers: h.headers, logger: logger}
 }
 
 // vaultHeaders are the vault's header names under the configured prefix.
 type vaultHeaders struct {
-	apiKey  string
-	traceID string
+	prefix            string // canonical, with the dash: "Svc-"
+	apiKey            string
+	traceID           string
+	proxyKey          string
+	proxyURL          string
+	keepAlive         string
+	connection        string
+	destinationStatus string
+	proxyKeyQuery     string // the proxy key's query parameter: "svc-proxy-key"
 }
 
 func newVaultHeaders(prefix string) vaultHeaders {
+	canon := http.CanonicalHeaderKey(prefix + "-X")
 	return vaultHeaders{
-		apiKey:  http.CanonicalHeaderKey(prefix + "-API-KEY"),
-		traceID: http.CanonicalHeaderKey(prefix + "-TRACE-ID"),
+		prefix:            canon[:len(canon)-1],
+		apiKey:            http.CanonicalHeaderKey(prefix + "-API-KEY"),
+		traceID:           http.CanonicalHeaderKey(prefix + "-TRACE-ID"),
+		proxyKey:          http.CanonicalHeaderKey(prefix + "-PROXY-KEY"),
+		proxyURL:          http.CanonicalHeaderKey(prefix + "-PROXY-URL"),
+		keepAlive:         http.CanonicalHeaderKey(prefix + "-PROXY-KEEP-ALIVE"),
+		connection:        http.CanonicalHeaderKey(prefix + "-PROXY-CONNECTION"),
+		destinationStatus: http.CanonicalHeaderKey(prefix + "-PROXY-DESTINATION-STATUS"),
+		proxyKeyQuery:     strings.ToLower(prefix) + "-proxy-key",
 	}
 }
 
@@ -75,6 +96,7 @@ type call struct {
 	params    map[string]string
 	principal *vaultstore.Principal
 	store     *vaultstore.Store
+	api       *API
 }
 
 func (c *call) ctx() context.Context { return c.r.Context() }
@@ -122,6 +144,11 @@ func (h *API) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Hand
 }
 
 func (h *API) serve(w http.ResponseWriter, r *http.Request) error {
+	if suffix, ok := proxyPath(r.URL.EscapedPath()); ok {
+		// a proxy may be invoked without an API key; the forwarder decides
+		h.proxy.serve(w, r, suffix, "")
+		return nil
+	}
 	// authentication comes first: without a valid key every path is 401
 	p, err := h.authenticate(r)
 	if err != nil {
@@ -138,7 +165,17 @@ func (h *API) serve(w http.ResponseWriter, r *http.Request) error {
 		return vaultstore.ErrForbidden
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
-	return rt.handle(&call{w: w, r: r, params: params, principal: p, store: h.store})
+	return rt.handle(&call{w: w, r: r, params: params, principal: p, store: h.store, api: h})
+}
+
+// proxyPath reports whether an escaped request path invokes a proxy, and
+// the suffix after /proxy ("" or starting with "/").
+func proxyPath(escapedPath string) (string, bool) {
+	rest, ok := strings.CutPrefix(escapedPath, "/proxy")
+	if !ok || (rest != "" && rest[0] != '/') {
+		return "", false
+	}
+	return rest, true
 }
 
 // authenticate resolves the request's API key.
@@ -176,6 +213,16 @@ func (h *API) apiRoutes() []route {
 		{http.MethodDelete, "/tokens/{id}", "token:delete", deleteToken},
 		{http.MethodPost, "/tokenize", "token:create", tokenize},
 		{http.MethodGet, "/tenants/self/reports/usage", "report:read", usageReport},
+
+		{http.MethodGet, "/logs", "log:read", listLogs},
+		{http.MethodGet, "/logs/entity-types", "log:read", listLogEntityTypes},
+
+		{http.MethodPost, "/proxies", "proxy:create", createProxy},
+		{http.MethodGet, "/proxies", "proxy:read", listProxies},
+		{http.MethodGet, "/proxies/{id}", "proxy:read", getProxy},
+		{http.MethodPut, "/proxies/{id}", "proxy:update", updateProxy},
+		{http.MethodPatch, "/proxies/{id}", "proxy:update", patchProxy},
+		{http.MethodDelete, "/proxies/{id}", "proxy:delete", deleteProxy},
 	}
 }
 

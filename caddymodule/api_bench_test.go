@@ -20,9 +20,22 @@ func newTestAPI(tb testing.TB, syncWrites bool) (*API, *vaultstore.Store) {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { store.Close() })
-	h := &API{store: store, headers: newVaultHeaders("SVC"), logger: zap.NewNop()}
-	h.routes = newRouter(h.apiRoutes())
+	h := &API{}
+	h.wire(newTestApp(tb, store, nil), zap.NewNop())
 	return h, store
+}
+
+// newTestApp is a vault app around store, as Provision leaves it, with
+// the egress policy of cfg (nil: the default).
+func newTestApp(tb testing.TB, store *vaultstore.Store, cfg *EgressConfig) *App {
+	tb.Helper()
+	policy, err := cfg.policy()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	app := &App{HeaderPrefix: "SVC", Egress: cfg, store: store, egress: policy, transport: policy.Transport()}
+	tb.Cleanup(app.transport.CloseIdleConnections)
+	return app
 }
 
 // BenchmarkAPIAuthenticatedGet measures one authenticated API call through

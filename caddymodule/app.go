@@ -9,6 +9,8 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -17,6 +19,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
+	"github.com/tokenvault/tokenvault/egress"
 	"github.com/tokenvault/tokenvault/vaultstore"
 )
 
@@ -59,9 +62,42 @@ type App struct {
 	// Default: SVC.
 	HeaderPrefix string `json:"header_prefix,omitempty"`
 
-	store   *vaultstore.Store
-	poolKey string
-	logger  *zap.Logger
+	// Egress says which destinations proxies may reach. Default: https
+	// destinations whose addresses are public, checked at connect time.
+	Egress *EgressConfig `json:"egress,omitempty"`
+
+	store     *vaultstore.Store
+	poolKey   string
+	logger    *zap.Logger
+	egress    *egress.Policy
+	transport *http.Transport
+}
+
+// EgressConfig relaxes the default egress policy for on-premises
+// destinations and tests.
+type EgressConfig struct {
+	// AllowHTTP also allows plain http destinations.
+	AllowHTTP bool `json:"allow_http,omitempty"`
+	// AllowNetworks are CIDR networks proxies may reach even though the
+	// default policy refuses them (loopback, private, link-local, ...).
+	AllowNetworks []string `json:"allow_networks,omitempty"`
+}
+
+// policy builds the egress policy of the configuration.
+func (c *EgressConfig) policy() (*egress.Policy, error) {
+	p := &egress.Policy{}
+	if c == nil {
+		return p, nil
+	}
+	p.AllowHTTP = c.AllowHTTP
+	for _, n := range c.AllowNetworks {
+		prefix, err := netip.ParsePrefix(n)
+		if err != nil {
+			return nil, fmt.Errorf("egress: allow_network %q: %w", n, err)
+		}
+		p.AllowNetworks = append(p.AllowNetworks, prefix.Masked())
+	}
+	return p, nil
 }
 
 // CaddyModule returns the Caddy module information.
@@ -90,6 +126,11 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err := a.Validate(); err != nil {
 		return err
 	}
+	policy, err := a.Egress.policy()
+	if err != nil {
+		return err
+	}
+	a.egress, a.transport = policy, policy.Transport()
 	dir, err := filepath.Abs(a.Storage)
 	if err != nil {
 		return fmt.Errorf("storage: %w", err)
@@ -238,6 +279,9 @@ func (a *App) Cleanup() error {
 	}
 	_, err := stores.Delete(a.poolKey)
 	a.poolKey, a.store = "", nil
+	if a.transport != nil {
+		a.transport.CloseIdleConnections()
+	}
 	return err
 }
 

@@ -80,7 +80,7 @@ func updateApplication(c *call) error {
 
 // deleteApplication: DELETE /applications/{id}; its keys stop working.
 func deleteApplication(c *call) error {
-	if err := c.store.DeleteApplication(c.ctx(), c.tenantID(), c.params["id"]); err != nil {
+	if err := c.store.DeleteApplication(c.ctx(), c.tenantID(), c.params["id"], c.actorID()); err != nil {
 		return err
 	}
 	c.w.WriteHeader(http.StatusNoContent)
@@ -110,7 +110,7 @@ func createKey(c *call) error {
 
 // deleteKey: DELETE /applications/{id}/keys/{key_id}.
 func deleteKey(c *call) error {
-	if err := c.store.DeleteKey(c.ctx(), c.tenantID(), c.params["id"], c.params["key_id"]); err != nil {
+	if err := c.store.DeleteKey(c.ctx(), c.tenantID(), c.params["id"], c.params["key_id"], c.actorID()); err != nil {
 		return err
 	}
 	c.w.WriteHeader(http.StatusNoContent)

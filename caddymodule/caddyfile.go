@@ -36,6 +36,10 @@ func parseGlobalVault(d *caddyfile.Dispenser, existing any) (any, error) {
 //	    master_key_file <path>
 //	    sync_writes     on|off
 //	    header_prefix   <prefix>
+//	    egress {
+//	        allow_http
+//	        allow_network <cidr>...
+//	    }
 //	}
 func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // option name
@@ -44,6 +48,12 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	}
 	for d.NextBlock(0) {
 		option := d.Val()
+		if option == "egress" {
+			if err := a.unmarshalEgress(d); err != nil {
+				return err
+			}
+			continue
+		}
 		var value string
 		if !d.Args(&value) || d.NextArg() {
 			return d.ArgErr()
@@ -65,6 +75,34 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			a.SyncWrites = &on
 		default:
 			return d.Errf("unrecognized vault option %q", option)
+		}
+	}
+	return nil
+}
+
+// unmarshalEgress reads the egress block.
+func (a *App) unmarshalEgress(d *caddyfile.Dispenser) error {
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	if a.Egress == nil {
+		a.Egress = new(EgressConfig)
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		switch d.Val() {
+		case "allow_http":
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			a.Egress.AllowHTTP = true
+		case "allow_network":
+			networks := d.RemainingArgs()
+			if len(networks) == 0 {
+				return d.ArgErr()
+			}
+			a.Egress.AllowNetworks = append(a.Egress.AllowNetworks, networks...)
+		default:
+			return d.Errf("unrecognized egress option %q", d.Val())
 		}
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 
 	"github.com/caddyserver/caddy/v2"
@@ -16,7 +17,7 @@ import (
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "vault",
-		Usage: "tenant create|list|delete [--address <admin>]",
+		Usage: "tenant create|list|delete | hostname add|list|delete [--address <admin>]",
 		Short: "Operates the token vault of a running Caddy",
 		Long: `
 Operates the token vault through the admin API of a running Caddy, so it
@@ -28,6 +29,16 @@ works while the vault holds its storage open.
   caddy vault tenant list
   caddy vault tenant delete ID
       destroys the tenant's data and keys.
+  caddy vault tenant quotas ID [--tokenize-limit N] [--detokenize-limit N]
+      [--cvc-retention DURATION] [--log-retention DURATION]
+      [--included-monthly-active-tokens N] [--rate-limit default|exempt]
+      changes the quotas given and prints the tenant.
+  caddy vault hostname add --tenant ID --proxy PROXY_ID HOSTNAME
+      registers a whitelabel hostname for a proxy: a vault_proxy site
+      serves it, and on-demand TLS with "permission vault" may obtain its
+      certificate.
+  caddy vault hostname list --tenant ID
+  caddy vault hostname delete --tenant ID HOSTNAME
 
 The admin endpoint is found like Caddy's own commands find it: --address,
 or the admin address of --config, or the default localhost:2019.`,
@@ -57,13 +68,100 @@ or the admin address of --config, or the default localhost:2019.`,
 					})(c, args)
 				},
 			}
-			for _, c := range []*cobra.Command{create, list, del} {
+			for _, c := range []*cobra.Command{create, list, del, quotasCommand()} {
 				addAdminFlags(c)
 				tenant.AddCommand(c)
 			}
-			cmd.AddCommand(tenant)
+			cmd.AddCommand(tenant, hostnameCommand())
 		},
 	})
+}
+
+// quotasCommand is "caddy vault tenant quotas ID --flag value...".
+func quotasCommand() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "quotas ID [--tokenize-limit N] [--detokenize-limit N] [--cvc-retention D] [--log-retention D] [--included-monthly-active-tokens N] [--rate-limit default|exempt]",
+		Short: "Changes a tenant's quotas",
+		Args:  cobra.ExactArgs(1),
+	}
+	c.Flags().Int("tokenize-limit", 0, "Tokens one /tokenize request may create")
+	c.Flags().Int("detokenize-limit", 0, "Expressions one /detokenize request may hold")
+	c.Flags().Duration("cvc-retention", 0, "How long a card's CVC is kept (e.g. 1h)")
+	c.Flags().Duration("log-retention", 0, "How long audit records are kept (e.g. 24h)")
+	c.Flags().Int64("included-monthly-active-tokens", 0, "Monthly active tokens included in the plan")
+	c.Flags().String("rate-limit", "", "Rate limit profile: default or exempt")
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		return caddycmd.WrapCommandFuncForCobra(func(fl caddycmd.Flags) (int, error) {
+			body := map[string]any{}
+			set := cmd.Flags().Changed
+			if set("tokenize-limit") {
+				body["tokenize_limit"] = fl.Int("tokenize-limit")
+			}
+			if set("detokenize-limit") {
+				body["detokenize_limit"] = fl.Int("detokenize-limit")
+			}
+			if set("cvc-retention") {
+				body["cvc_retention_seconds"] = int64(fl.Duration("cvc-retention").Seconds())
+			}
+			if set("log-retention") {
+				body["log_retention_seconds"] = int64(fl.Duration("log-retention").Seconds())
+			}
+			if set("included-monthly-active-tokens") {
+				v, _ := cmd.Flags().GetInt64("included-monthly-active-tokens")
+				body["included_monthly_active_tokens"] = v
+			}
+			if set("rate-limit") {
+				body["rate_limit"] = fl.String("rate-limit")
+			}
+			if len(body) == 0 {
+				return caddy.ExitCodeFailedStartup, fmt.Errorf("name at least one quota to change")
+			}
+			raw, _ := json.Marshal(body)
+			return adminCall(fl, http.MethodPut, "/vault/tenants/"+url.PathEscape(args[0])+"/quotas", raw)
+		})(cmd, args)
+	}
+	return c
+}
+
+// hostnameCommand is "caddy vault hostname add|list|delete".
+func hostnameCommand() *cobra.Command {
+	hostname := &cobra.Command{Use: "hostname", Short: "Registers whitelabel hostnames for proxies"}
+	add := &cobra.Command{
+		Use:   "add --tenant ID --proxy PROXY_ID HOSTNAME",
+		Short: "Registers a hostname for a proxy",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			return caddycmd.WrapCommandFuncForCobra(func(fl caddycmd.Flags) (int, error) {
+				body, _ := json.Marshal(map[string]string{"hostname": args[0], "proxy_id": fl.String("proxy")})
+				return adminCall(fl, http.MethodPost, "/vault/tenants/"+url.PathEscape(fl.String("tenant"))+"/hostnames", body)
+			})(c, args)
+		},
+	}
+	add.Flags().String("proxy", "", "Id of the proxy the hostname serves (required)")
+	list := &cobra.Command{
+		Use:   "list --tenant ID",
+		Short: "Lists a tenant's hostnames",
+		Args:  cobra.NoArgs,
+		RunE: caddycmd.WrapCommandFuncForCobra(func(fl caddycmd.Flags) (int, error) {
+			return adminCall(fl, http.MethodGet, "/vault/tenants/"+url.PathEscape(fl.String("tenant"))+"/hostnames", nil)
+		}),
+	}
+	del := &cobra.Command{
+		Use:   "delete --tenant ID HOSTNAME",
+		Short: "Removes a hostname",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			return caddycmd.WrapCommandFuncForCobra(func(fl caddycmd.Flags) (int, error) {
+				return adminCall(fl, http.MethodDelete, "/vault/tenants/"+url.PathEscape(fl.String("tenant"))+"/hostnames/"+url.PathEscape(args[0]), nil)
+			})(c, args)
+		},
+	}
+	for _, c := range []*cobra.Command{add, list, del} {
+		c.Flags().String("tenant", "", "Id of the tenant (required)")
+		addAdminFlags(c)
+		hostname.AddCommand(c)
+	}
+	return hostname
 }
 
 // addAdminFlags adds the flags that locate the admin endpoint, as Caddy's

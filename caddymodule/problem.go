@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/tokenvault/tokenvault/egress"
 	"github.com/tokenvault/tokenvault/vaultstore"
 	"github.com/tokenvault/tokenvault/vaultstore/strictjson"
 )
@@ -29,9 +30,17 @@ type apiError struct {
 	detail string
 	fields map[string][]string
 	allow  []string // methods, on 405
+	cause  error    // logged, never shown
 }
 
-func (e *apiError) Error() string { return e.detail }
+func (e *apiError) Error() string {
+	if e.cause != nil {
+		return e.detail + ": " + e.cause.Error()
+	}
+	return e.detail
+}
+
+func (e *apiError) Unwrap() error { return e.cause }
 
 func errStatus(status int, detail string) error { return &apiError{status: status, detail: detail} }
 
@@ -109,12 +118,15 @@ func rawProblemFor(err error) problem {
 		ve *vaultstore.ValidationError
 		je *strictjson.Error
 		ae *apiError
+		ee *egress.Error
 	)
 	switch {
 	case errors.As(err, &ae):
 		p := newProblem(ae.status, ae.detail)
 		p.Errors = ae.fields
 		return p
+	case errors.As(err, &ee):
+		return newProblem(http.StatusForbidden, "the egress policy refuses the destination: "+ee.Reason)
 	case errors.Is(err, strictjson.ErrTooLarge):
 		return newProblem(http.StatusRequestEntityTooLarge, "the request body is larger than 1 MB")
 	case errors.As(err, &je):
@@ -135,6 +147,8 @@ func rawProblemFor(err error) problem {
 		return newProblem(http.StatusNotFound, "not found")
 	case errors.Is(err, vaultstore.ErrConflict):
 		return newProblem(http.StatusConflict, "the resource already exists")
+	case errors.Is(err, vaultstore.ErrAuditUnavailable):
+		return newProblem(http.StatusServiceUnavailable, "the audit record could not be written, so nothing was done or returned; retry the request")
 	case errors.Is(err, vaultstore.ErrBusy):
 		return newProblem(http.StatusServiceUnavailable, "the vault is busy with concurrent changes; retry the request")
 	}
@@ -175,4 +189,13 @@ func writeJSON(w http.ResponseWriter, status int, v any) error {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	return json.NewEncoder(w).Encode(v)
+}
+
+// egressReason is the policy's reason for refusing a destination.
+func egressReason(err error) string {
+	var ee *egress.Error
+	if errors.As(err, &ee) {
+		return ee.Reason
+	}
+	return "the destination is not allowed"
 }

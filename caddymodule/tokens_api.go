@@ -1,7 +1,6 @@
 package caddymodule
 
 import (
-	"mime"
 	"net/http"
 	"net/url"
 	"strings"
@@ -93,16 +92,9 @@ func metadataFilter(rawQuery string) map[string]string {
 
 // updateToken: PATCH /tokens/{id}, a JSON merge patch (RFC 7386).
 func updateToken(c *call) error {
-	if mt, _, _ := mime.ParseMediaType(c.r.Header.Get("Content-Type")); mt != "application/merge-patch+json" {
-		return errStatus(http.StatusUnsupportedMediaType, "PATCH takes Content-Type application/merge-patch+json")
-	}
-	v, err := c.decodeValue()
+	patch, err := c.mergePatch()
 	if err != nil {
 		return err
-	}
-	patch, ok := v.(map[string]any)
-	if !ok {
-		return errField("body", "a token patch must be a JSON object")
 	}
 	tok, err := c.store.UpdateToken(c.ctx(), c.tokenRequest(), c.params["id"], patch)
 	if err != nil {

@@ -129,8 +129,8 @@ func newTokenEnvClock(tb testing.TB, c *tvClock) *tvEnv {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { store.Close() })
-	h := &API{store: store, headers: newVaultHeaders("SVC")}
-	h.routes = newRouter(h.apiRoutes())
+	h := &API{}
+	h.wire(newTestApp(tb, store, nil), zap.NewNop())
 	return setupTokenEnv(tb, h, store, true)
 }
 

@@ -178,7 +178,7 @@ func (s *Store) CreateKey(ctx context.Context, tenantID, appID, actorID string) 
 			return err
 		}
 		issued = &IssuedKey{ID: rec.ID, Key: key, CreatedBy: rec.CreatedBy, CreatedAt: rec.CreatedAt}
-		return nil
+		return s.writeAudit(w, tk, t, byActor(actorID, "key", rec.ID, "create", "API key issued"))
 	})
 	if err != nil {
 		return nil, err
@@ -214,17 +214,20 @@ func (s *Store) ListKeys(ctx context.Context, tenantID, appID string) ([]APIKey,
 }
 
 // DeleteKey revokes one key of an application; its other keys keep working.
-func (s *Store) DeleteKey(ctx context.Context, tenantID, appID, keyID string) error {
+func (s *Store) DeleteKey(ctx context.Context, tenantID, appID, keyID, actorID string) error {
 	if !isID(appID) || !isID(keyID) {
 		return ErrNotFound
 	}
 	return s.kv.Update(ctx, func(w Writer) error {
-		tk, _, err := s.tenantForWrite(w, tenantID)
+		tk, t, err := s.tenantForWrite(w, tenantID)
 		if err != nil {
 			return err
 		}
 		var k apiKeyRecord
 		if err := s.getSealed(w, tk, "apikey", tenantID, keyID, appKeyKey(tenantID, appID, keyID), &k); err != nil {
+			return err
+		}
+		if err := s.writeAudit(w, tk, t, byActor(actorID, "key", keyID, "delete", "API key revoked")); err != nil {
 			return err
 		}
 		return deleteKeyRecord(w, tenantID, &k)

@@ -2,6 +2,7 @@ package vaultstore
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sort"
 
@@ -101,6 +102,9 @@ func (s *Store) CreateApplication(ctx context.Context, tenantID, actorID string,
 		if err := putSealed(w, tk, "application", tenantID, app.ID, applicationKey(tenantID, app.ID), app); err != nil {
 			return err
 		}
+		if err := s.writeAudit(w, tk, t, byActor(actorID, "application", app.ID, "create", "application created")); err != nil {
+			return err
+		}
 		if in.CreateKey != nil && !*in.CreateKey {
 			return nil
 		}
@@ -109,7 +113,7 @@ func (s *Store) CreateApplication(ctx context.Context, tenantID, actorID string,
 			return err
 		}
 		issued = &IssuedKey{ID: rec.ID, Key: key, CreatedBy: rec.CreatedBy, CreatedAt: rec.CreatedAt}
-		return nil
+		return s.writeAudit(w, tk, t, byActor(actorID, "key", rec.ID, "create", "API key issued"))
 	})
 	if err != nil {
 		return nil, nil, err
@@ -168,7 +172,7 @@ func (s *Store) UpdateApplication(ctx context.Context, tenantID, id, actorID str
 	}
 	var app Application
 	err := s.kv.Update(ctx, func(w Writer) error {
-		tk, _, err := s.tenantForWrite(w, tenantID)
+		tk, t, err := s.tenantForWrite(w, tenantID)
 		if err != nil {
 			return err
 		}
@@ -183,6 +187,9 @@ func (s *Store) UpdateApplication(ctx context.Context, tenantID, id, actorID str
 		}
 		app.Name, app.Permissions, app.Rules = in.Name, in.Permissions, in.Rules
 		app.ModifiedBy, app.ModifiedAt = actorID, s.stampNow()
+		if err := s.writeAudit(w, tk, t, byActor(actorID, "application", id, "update", "application updated")); err != nil {
+			return err
+		}
 		return putSealed(w, tk, "application", tenantID, id, applicationKey(tenantID, id), &app)
 	})
 	if err != nil {
@@ -192,12 +199,12 @@ func (s *Store) UpdateApplication(ctx context.Context, tenantID, id, actorID str
 }
 
 // DeleteApplication removes an application and revokes all its keys.
-func (s *Store) DeleteApplication(ctx context.Context, tenantID, id string) error {
+func (s *Store) DeleteApplication(ctx context.Context, tenantID, id, actorID string) error {
 	if !isID(id) {
 		return ErrNotFound
 	}
 	return s.kv.Update(ctx, func(w Writer) error {
-		tk, _, err := s.tenantForWrite(w, tenantID)
+		tk, t, err := s.tenantForWrite(w, tenantID)
 		if err != nil {
 			return err
 		}
@@ -212,6 +219,9 @@ func (s *Store) DeleteApplication(ctx context.Context, tenantID, id string) erro
 			if err := deleteKeyRecord(w, tenantID, k); err != nil {
 				return err
 			}
+		}
+		if err := s.writeAudit(w, tk, t, byActor(actorID, "application", id, "delete", fmt.Sprintf("application deleted with %d keys", len(keys)))); err != nil {
+			return err
 		}
 		return w.Delete(applicationKey(tenantID, id))
 	})

@@ -337,7 +337,7 @@ func TestApplicationKeys(t *testing.T) {
 		t.Errorf("ListKeys exposes a secret: %s", dump)
 	}
 
-	if err := s.DeleteKey(ctx, tid, app.ID, second.ID); err != nil {
+	if err := s.DeleteKey(ctx, tid, app.ID, second.ID, ""); err != nil {
 		t.Fatalf("DeleteKey: %v", err)
 	}
 	for _, tc := range []struct {
@@ -378,7 +378,7 @@ func TestApplicationKeys(t *testing.T) {
 		{"unknown app", uuid.NewString(), first.ID},
 	} {
 		t.Run("DeleteKey "+tc.name, func(t *testing.T) {
-			if err := s.DeleteKey(ctx, tid, tc.appID, tc.keyID); !errors.Is(err, ErrNotFound) {
+			if err := s.DeleteKey(ctx, tid, tc.appID, tc.keyID, ""); !errors.Is(err, ErrNotFound) {
 				t.Errorf("DeleteKey error = %v, want ErrNotFound", err)
 			}
 		})
@@ -407,7 +407,7 @@ func TestDeleteApplicationRevokesAllKeys(t *testing.T) {
 	}
 	keeper, keeperKey := mustCreateApp(t, s, tid, privateApp("keeper"))
 
-	if err := s.DeleteApplication(ctx, tid, app.ID); err != nil {
+	if err := s.DeleteApplication(ctx, tid, app.ID, ""); err != nil {
 		t.Fatalf("DeleteApplication: %v", err)
 	}
 	for i, k := range keys {
@@ -421,7 +421,7 @@ func TestDeleteApplicationRevokesAllKeys(t *testing.T) {
 	if _, err := s.ListKeys(ctx, tid, app.ID); !errors.Is(err, ErrNotFound) {
 		t.Errorf("ListKeys: %v, want ErrNotFound", err)
 	}
-	if err := s.DeleteApplication(ctx, tid, app.ID); !errors.Is(err, ErrNotFound) {
+	if err := s.DeleteApplication(ctx, tid, app.ID, ""); !errors.Is(err, ErrNotFound) {
 		t.Errorf("second DeleteApplication: %v, want ErrNotFound", err)
 	}
 	if left := kvKeys(t, s, string(appKeyPrefix(tid, app.ID))); len(left) != 0 {
@@ -458,10 +458,10 @@ func TestApplicationTenantIsolation(t *testing.T) {
 			_, err := s.UpdateApplication(ctx, aID, appB.ID, "x", ApplicationInput{Name: "hijacked", Permissions: []string{"token:use"}})
 			return err
 		}},
-		{"DeleteApplication", func() error { return s.DeleteApplication(ctx, aID, appB.ID) }},
+		{"DeleteApplication", func() error { return s.DeleteApplication(ctx, aID, appB.ID, "") }},
 		{"ListKeys", func() error { _, err := s.ListKeys(ctx, aID, appB.ID); return err }},
 		{"CreateKey", func() error { _, err := s.CreateKey(ctx, aID, appB.ID, "x"); return err }},
-		{"DeleteKey", func() error { return s.DeleteKey(ctx, aID, appB.ID, keyB.ID) }},
+		{"DeleteKey", func() error { return s.DeleteKey(ctx, aID, appB.ID, keyB.ID, "") }},
 		{"GetApplication of B's management app", func() error { _, err := s.GetApplication(ctx, aID, b.Application.ID); return err }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -518,11 +518,11 @@ func TestApplicationNonUUIDIDs(t *testing.T) {
 			checks := map[string]error{}
 			_, checks["GetApplication"] = s.GetApplication(ctx, tid, id)
 			_, checks["UpdateApplication"] = s.UpdateApplication(ctx, tid, id, "a", ApplicationInput{Name: "n"})
-			checks["DeleteApplication"] = s.DeleteApplication(ctx, tid, id)
+			checks["DeleteApplication"] = s.DeleteApplication(ctx, tid, id, "")
 			_, checks["ListKeys"] = s.ListKeys(ctx, tid, id)
 			_, checks["CreateKey"] = s.CreateKey(ctx, tid, id, "a")
-			checks["DeleteKey(app id)"] = s.DeleteKey(ctx, tid, id, key.ID)
-			checks["DeleteKey(key id)"] = s.DeleteKey(ctx, tid, app.ID, id)
+			checks["DeleteKey(app id)"] = s.DeleteKey(ctx, tid, id, key.ID, "")
+			checks["DeleteKey(key id)"] = s.DeleteKey(ctx, tid, app.ID, id, "")
 			for op, err := range checks {
 				if !errors.Is(err, ErrNotFound) {
 					t.Errorf("%s error = %v, want ErrNotFound", op, err)

@@ -42,6 +42,19 @@ import (
 // The filters are any of the expression language's filters (package
 // expr); they see only the one token's value, bound to a private variable.
 
+// DetokenizeOptions say who may detokenize what, and how it is recorded.
+type DetokenizeOptions struct {
+	// Permission the caller needs on every token's container: token:use
+	// for proxies and reactors, token:read for /detokenize.
+	Permission string
+	// Limit bounds the distinct tokens of one request; 0 is no bound.
+	Limit int
+	// Audit, when set, is written (with the token ids used) before any
+	// data is returned; when it cannot be written nothing is returned.
+	// A request that references no token writes no record.
+	Audit *AuditRecord
+}
+
 // DetokenizeResult says what a detokenization used.
 type DetokenizeResult struct {
 	// TokenIDs are the distinct tokens substituted, sorted.
@@ -60,18 +73,19 @@ type DetokenizeResult struct {
 // are checked before anything is substituted: an unknown or expired id, or
 // an id of another tenant, is a *ValidationError on the path of the string
 // naming it ("body" for a string body); the caller's application needs
-// permission (token:use for proxies, token:read for /detokenize) on every
-// token's container, else ErrForbidden. The data substituted is what that
-// permission's transform allows: the full data (a card's CVC while it is
-// retained) for reveal, the masked data for mask, null for redact. More
-// distinct tokens than limit (when limit > 0), a malformed expression or a
-// failing filter is a *ValidationError; no error quotes token data.
+// opts.Permission on every token's container, else ErrForbidden. The data
+// substituted is what that permission's transform allows: the full data
+// (a card's CVC while it is retained) for reveal, the masked data for
+// mask, null for redact. More distinct tokens than opts.Limit, a
+// malformed expression or a failing filter is a *ValidationError; no
+// error quotes token data. opts.Audit is written before anything is
+// returned.
 //
 // value itself is never modified; the result shares unchanged parts (and
 // substituted objects) with value and the tokens, so treat it as read-only.
 // Strings without "{{" cost nothing. Every token used is marked active
 // this month.
-func (s *Store) Detokenize(ctx context.Context, req TokenRequest, permission string, value any, limit int) (any, *DetokenizeResult, error) {
+func (s *Store) Detokenize(ctx context.Context, req TokenRequest, opts DetokenizeOptions, value any) (any, *DetokenizeResult, error) {
 	if !mayHoldExpressions(value, 0) {
 		return value, &DetokenizeResult{}, nil
 	}
@@ -85,7 +99,7 @@ func (s *Store) Detokenize(ctx context.Context, req TokenRequest, permission str
 	if len(d.tokens) == 0 {
 		return value, &DetokenizeResult{}, nil
 	}
-	ids, err := s.resolveDetokenize(ctx, req, permission, d, limit)
+	ids, err := s.resolveDetokenize(ctx, req, opts, d)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -93,7 +107,7 @@ func (s *Store) Detokenize(ctx context.Context, req TokenRequest, permission str
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := s.markUsed(ctx, req.Tenant.ID, d); err != nil {
+	if err := s.commitDetokenize(ctx, req.Tenant.ID, d, ids, opts.Audit); err != nil {
 		return nil, nil, err
 	}
 	return out, &DetokenizeResult{TokenIDs: ids}, nil
@@ -103,25 +117,80 @@ func (s *Store) Detokenize(ctx context.Context, req TokenRequest, permission str
 // text or form body, after any form decoding) by their text, objects and
 // arrays as compact JSON. Checks and errors are those of Detokenize, with
 // errors on field "body".
-func (s *Store) DetokenizeString(ctx context.Context, req TokenRequest, permission, text string, limit int) (string, *DetokenizeResult, error) {
+func (s *Store) DetokenizeString(ctx context.Context, req TokenRequest, opts DetokenizeOptions, text string) (string, *DetokenizeResult, error) {
 	if !strings.Contains(text, "{{") {
 		return text, &DetokenizeResult{}, nil
 	}
+	out, res, err := s.detokenizeFields(ctx, req, opts, []DetokenizeField{{Path: "body", Text: text}}, true)
+	if err != nil {
+		return "", nil, err
+	}
+	return out[0].(string), res, nil
+}
+
+// DetokenizeField is one string to detokenize and the name errors use for it.
+type DetokenizeField struct {
+	// Path names the string in errors, e.g. "card.number", "items[2]" or
+	// "amount"; it must already be safe to show (see safeMember).
+	Path string
+	// Text is the string, which may hold detokenization expressions.
+	Text string
+}
+
+// DetokenizeFields detokenizes several strings in one go, with the checks
+// and errors of Detokenize, one read transaction and one commit (with
+// opts.Audit). Result i is the replacement of fields[i].Text: its native
+// value (map[string]any, []any, json.Number, bool, nil or string) when the
+// text is exactly one expression, white space around it allowed, else the
+// text with each expression replaced by its text, objects and arrays as
+// compact JSON. Texts without "{{" come back unchanged, as strings.
+//
+// Errors name fields[i].Path where Detokenize names the path of a string;
+// a token referenced by several fields is named by the first. When no
+// text holds "{{", storage is not touched and the result is empty.
+func (s *Store) DetokenizeFields(ctx context.Context, req TokenRequest, opts DetokenizeOptions, fields []DetokenizeField) ([]any, *DetokenizeResult, error) {
+	return s.detokenizeFields(ctx, req, opts, fields, false)
+}
+
+// detokenizeFields is DetokenizeFields, rendering every text as text
+// (never a native value) when asText is set.
+func (s *Store) detokenizeFields(ctx context.Context, req TokenRequest, opts DetokenizeOptions, fields []DetokenizeField, asText bool) ([]any, *DetokenizeResult, error) {
+	out := make([]any, len(fields))
 	d := &detokenizer{}
-	d.scanString(text)
+	for i, f := range fields {
+		out[i] = f.Text
+		if strings.Contains(f.Text, "{{") {
+			d.scanString(f.Text, f.Path)
+		}
+	}
 	if err := d.errs.OrNil(); err != nil {
-		return "", nil, err
+		return nil, nil, err
 	}
-	ids, err := s.resolveDetokenize(ctx, req, permission, d, limit)
+	if len(d.tokens) == 0 {
+		return out, &DetokenizeResult{}, nil
+	}
+	ids, err := s.resolveDetokenize(ctx, req, opts, d)
 	if err != nil {
-		return "", nil, err
+		return nil, nil, err
 	}
-	out, err := d.renderText(d.templates[text])
-	if err != nil {
-		return "", nil, invalid("body", err.Error())
+	for i, f := range fields {
+		t := d.templates[f.Text]
+		if t == nil {
+			continue
+		}
+		var v any
+		if asText {
+			v, err = d.renderText(t)
+		} else {
+			v, err = d.render(t)
+		}
+		if err != nil {
+			return nil, nil, invalid(f.Path, err.Error())
+		}
+		out[i] = v
 	}
-	if err := s.markUsed(ctx, req.Tenant.ID, d); err != nil {
-		return "", nil, err
+	if err := s.commitDetokenize(ctx, req.Tenant.ID, d, ids, opts.Audit); err != nil {
+		return nil, nil, err
 	}
 	return out, &DetokenizeResult{TokenIDs: ids}, nil
 }
@@ -129,8 +198,8 @@ func (s *Store) DetokenizeString(ctx context.Context, req TokenRequest, permissi
 // resolveDetokenize checks the limit, loads every token referenced in one
 // read transaction, checks the caller may use each, and prepares the
 // values the expressions see. It returns the ids, sorted.
-func (s *Store) resolveDetokenize(ctx context.Context, req TokenRequest, permission string, d *detokenizer, limit int) ([]string, error) {
-	if limit > 0 && len(d.tokens) > limit {
+func (s *Store) resolveDetokenize(ctx context.Context, req TokenRequest, opts DetokenizeOptions, d *detokenizer) ([]string, error) {
+	if limit := opts.Limit; limit > 0 && len(d.tokens) > limit {
 		return nil, invalid("body", fmt.Sprintf("the request references %d distinct tokens; at most %d may be detokenized in one request", len(d.tokens), limit))
 	}
 	ids := slices.Sorted(maps.Keys(d.tokens))
@@ -170,7 +239,7 @@ func (s *Store) resolveDetokenize(ctx context.Context, req TokenRequest, permiss
 	}
 	for _, id := range ids {
 		t := d.tokens[id]
-		if t.transform, err = req.Application.Authorize(permission, t.rec.container()); err != nil {
+		if t.transform, err = req.Application.Authorize(opts.Permission, t.rec.container()); err != nil {
 			return nil, err
 		}
 	}
@@ -189,16 +258,22 @@ func (s *Store) resolveDetokenize(ctx context.Context, req TokenRequest, permiss
 	return ids, nil
 }
 
-// markUsed marks the tokens used active this month, in one transaction
-// and only those not marked yet.
-func (s *Store) markUsed(ctx context.Context, tenantID string, d *detokenizer) error {
+// commitDetokenize records a detokenization before the caller gets any
+// data: the audit record, when given (with the token ids filled in), and
+// the tokens used marked active this month (those not marked yet).
+func (s *Store) commitDetokenize(ctx context.Context, tenantID string, d *detokenizer, ids []string, audit *AuditRecord) error {
 	var todo []string
 	for id, t := range d.tokens {
 		if !t.active {
 			todo = append(todo, id)
 		}
 	}
-	return s.markActiveIDs(ctx, tenantID, todo)
+	if audit != nil {
+		rec := *audit
+		rec.TokenIDs = ids
+		audit = &rec
+	}
+	return s.recordAccess(ctx, tenantID, todo, audit)
 }
 
 // displayTokenID quotes a token id for an error message, unless it does
@@ -324,7 +399,7 @@ func (d *detokenizer) scan(v any, depth int) error {
 	switch x := v.(type) {
 	case string:
 		if strings.Contains(x, "{{") {
-			d.scanString(x)
+			d.scanString(x, d.pathString())
 		}
 	case map[string]any:
 		for k, sub := range x {
@@ -350,14 +425,16 @@ func (d *detokenizer) scan(v any, depth int) error {
 	return nil
 }
 
-func (d *detokenizer) scanString(s string) {
+// scanString parses s, a string holding "{{" at path, recording a syntax
+// error in d.errs and the tokens it references.
+func (d *detokenizer) scanString(s, path string) {
 	if _, done := d.templates[s]; done {
 		return
 	}
 	t, msg := parseDetokenization(s)
 	if msg != "" {
 		if len(d.errs.Fields) < detokMaxErrors {
-			d.errs.Add(d.pathString(), msg)
+			d.errs.Add(path, msg)
 		}
 		return
 	}
@@ -368,7 +445,7 @@ func (d *detokenizer) scanString(s string) {
 	d.templates[s] = t
 	for _, p := range t.parts {
 		if p.ref != nil && d.tokens[p.ref.id] == nil {
-			d.tokens[p.ref.id] = &detokToken{path: d.pathString()}
+			d.tokens[p.ref.id] = &detokToken{path: path}
 		}
 	}
 }

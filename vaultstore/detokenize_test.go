@@ -40,13 +40,13 @@ func (w *dtWorld) fill(s string) string {
 
 func (w *twWorld) detokenize(app, perm string, body any, limit int) (any, *DetokenizeResult, error) {
 	w.tb.Helper()
-	out, res, err := w.s.Detokenize(w.ctx, w.req(app), perm, body, limit)
+	out, res, err := w.s.Detokenize(w.ctx, w.req(app), DetokenizeOptions{Permission: perm, Limit: limit}, body)
 	return out, res, twNote(w.tb, err)
 }
 
 func (w *twWorld) detokenizeString(app, perm, text string, limit int) (string, *DetokenizeResult, error) {
 	w.tb.Helper()
-	out, res, err := w.s.DetokenizeString(w.ctx, w.req(app), perm, text, limit)
+	out, res, err := w.s.DetokenizeString(w.ctx, w.req(app), DetokenizeOptions{Permission: perm, Limit: limit}, text)
 	return out, res, twNote(w.tb, err)
 }
 
@@ -353,7 +353,7 @@ func TestDetokenizeFastPathDoesNotAllocate(t *testing.T) {
 	body := twDecode(t, `{"a": ["b", 1, {"c": "d }} {% x %}"}], "e": null, "f": true}`)
 	req := w.req("admin")
 	allocs := testing.AllocsPerRun(100, func() {
-		out, _, err := w.s.Detokenize(w.ctx, req, "token:use", body, 5)
+		out, _, err := w.s.Detokenize(w.ctx, req, DetokenizeOptions{Permission: "token:use", Limit: 5}, body)
 		if err != nil || out == nil {
 			t.Fatal(err)
 		}
@@ -415,7 +415,7 @@ func FuzzDetokenizeString(f *testing.F) {
 	}
 	req := w.req("admin")
 	f.Fuzz(func(t *testing.T, text string) {
-		out, res, err := w.s.DetokenizeString(w.ctx, req, "token:use", text, 5)
+		out, res, err := w.s.DetokenizeString(w.ctx, req, DetokenizeOptions{Permission: "token:use", Limit: 5}, text)
 		twNote(t, err)
 		var v *ValidationError
 		switch {
@@ -488,7 +488,7 @@ func BenchmarkDetokenizeBody(b *testing.B) {
 			req := w.req("admin")
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, _, err := w.s.Detokenize(w.ctx, req, "token:use", body, 20); err != nil {
+				if _, _, err := w.s.Detokenize(w.ctx, req, DetokenizeOptions{Permission: "token:use", Limit: 20}, body); err != nil {
 					b.Fatal(err)
 				}
 			}

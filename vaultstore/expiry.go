@@ -47,9 +47,27 @@ var expiresAtLayouts = []struct {
 // offset is zero or absent), so FormatExpiresAt gives it back as written.
 // Failures are *ValidationError on "expires_at" and never quote s.
 func ParseExpiresAt(s string, now time.Time) (time.Time, error) {
+	t, err := ParseDateTime("expires_at", s)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if !t.After(now) {
+		return time.Time{}, invalid("expires_at", "must be in the future")
+	}
+	if t.After(now.AddDate(MaxExpiresAtYears, 0, 0)) {
+		return time.Time{}, invalid("expires_at", fmt.Sprintf("must be within %d years", MaxExpiresAtYears))
+	}
+	return t, nil
+}
+
+// ParseDateTime parses a date-time in any of the forms expires_at takes
+// (ISO 8601 with or without offset, a date, the M/D/YYYY forms). The
+// result keeps the caller's offset as a fixed zone (UTC when the offset is
+// zero or absent). Failures are *ValidationError on field and never quote s.
+func ParseDateTime(field, s string) (time.Time, error) {
 	s = strings.ToUpper(strings.TrimSpace(s)) // "t", "z", "am", "pm"
 	if len(s) > 64 {
-		return time.Time{}, invalid("expires_at", expiresAtFormats)
+		return time.Time{}, invalid(field, expiresAtFormats)
 	}
 	for _, f := range expiresAtLayouts {
 		t, err := time.Parse(f.layout, s)
@@ -59,7 +77,7 @@ func ParseExpiresAt(s string, now time.Time) (time.Time, error) {
 		if f.hasZone {
 			_, off := t.Zone()
 			if off > maxExpiresAtOffset || off < -maxExpiresAtOffset {
-				return time.Time{}, invalid("expires_at", "offset must be between -14:00 and +14:00")
+				return time.Time{}, invalid(field, "offset must be between -14:00 and +14:00")
 			}
 			if off == 0 {
 				t = t.UTC()
@@ -69,15 +87,9 @@ func ParseExpiresAt(s string, now time.Time) (time.Time, error) {
 				t = t.In(time.FixedZone("", off))
 			}
 		}
-		if !t.After(now) {
-			return time.Time{}, invalid("expires_at", "must be in the future")
-		}
-		if t.After(now.AddDate(MaxExpiresAtYears, 0, 0)) {
-			return time.Time{}, invalid("expires_at", fmt.Sprintf("must be within %d years", MaxExpiresAtYears))
-		}
 		return t, nil
 	}
-	return time.Time{}, invalid("expires_at", expiresAtFormats)
+	return time.Time{}, invalid(field, expiresAtFormats)
 }
 
 // MaxExpiresAtYears bounds how far ahead a token may expire; a token

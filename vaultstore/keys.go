@@ -21,6 +21,11 @@ package vaultstore
 //	v1/t/{tenant}/mat/{yyyymm}/{token}     monthly active token marker
 //	v1/exp/{expires ns hex}/{tenant}/{token}  expiry queue for the purge sweep; value is the type
 //	v1/deleting/{tenant}                   a deleted tenant whose records are still being removed
+//	v1/t/{tenant}/proxy/{proxy}            proxy record, sealed (holds the proxy key)
+//	v1/proxykey/{sha256(key) hex}          proxy key index: tenant and proxy (no secret)
+//	v1/hostname/{hostname}                 whitelabel hostname: tenant and proxy
+//	v1/t/{tenant}/host/{hostname}          the tenant's side of a hostname, for listing and deletes
+//	v1/t/{tenant}/log/{inverted ns hex}{rand}  audit record, sealed, expires with the log retention
 //
 // Everything a tenant owns lives under v1/t/{tenant}/, so deleting a tenant
 // is one prefix delete once its data keys are gone.
@@ -113,3 +118,34 @@ func expiryPrefix() []byte { return []byte(keyVersion + "exp/") }
 func tenantDeletionKey(tenantID string) []byte { return []byte(keyVersion + "deleting/" + tenantID) }
 
 func tenantDeletionPrefix() []byte { return []byte(keyVersion + "deleting/") }
+
+func proxyKey(tenantID, id string) []byte {
+	return []byte(keyVersion + "t/" + tenantID + "/proxy/" + id)
+}
+
+func proxyPrefix(tenantID string) []byte { return []byte(keyVersion + "t/" + tenantID + "/proxy/") }
+
+func proxyKeyIndexKey(digestHex string) []byte { return []byte(keyVersion + "proxykey/" + digestHex) }
+
+func hostnameKey(hostname string) []byte { return []byte(keyVersion + "hostname/" + hostname) }
+
+func tenantHostnameKey(tenantID, hostname string) []byte {
+	return []byte(keyVersion + "t/" + tenantID + "/host/" + hostname)
+}
+
+func tenantHostnamePrefix(tenantID string) []byte {
+	return []byte(keyVersion + "t/" + tenantID + "/host/")
+}
+
+// auditSlot orders a tenant's audit records newest first: the timestamp
+// is inverted so that a forward scan meets the latest record first. The
+// slot is the last component of the record's key and what its seal binds.
+func auditSlot(at time.Time, nonce uint64) string {
+	return fmt.Sprintf("%016x%016x", ^uint64(at.UnixNano()), nonce)
+}
+
+func auditKey(tenantID, slot string) []byte {
+	return []byte(keyVersion + "t/" + tenantID + "/log/" + slot)
+}
+
+func auditPrefix(tenantID string) []byte { return []byte(keyVersion + "t/" + tenantID + "/log/") }

@@ -26,6 +26,9 @@ type Options struct {
 	Logger *zap.Logger
 	// Now is the clock; nil means time.Now. Tests inject their own.
 	Now func() time.Time
+	// WrapKV, when set, wraps the storage engine; tests inject faults
+	// with it.
+	WrapKV func(KV) KV
 }
 
 // Store is the vault's state: tenants, applications, API keys and, in
@@ -99,7 +102,11 @@ func Open(o Options) (*Store, error) {
 		cvc.close()
 		return nil, err
 	}
-	s := &Store{kv: kv, keys: keys, cvc: cvc, keyCheck: keyCheck(o.MasterKey), now: o.Now, logger: o.Logger, dir: dir, stop: make(chan struct{})}
+	var engine KV = kv
+	if o.WrapKV != nil {
+		engine = o.WrapKV(kv)
+	}
+	s := &Store{kv: engine, keys: keys, cvc: cvc, keyCheck: keyCheck(o.MasterKey), now: o.Now, logger: o.Logger, dir: dir, stop: make(chan struct{})}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.wg.Add(2)
 	go s.sweepLoop()

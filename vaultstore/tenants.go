@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+	"go.uber.org/zap"
 )
 
 // Tenant types.
@@ -46,6 +47,101 @@ type Quotas struct {
 	RateLimit                   string `json:"rate_limit"`
 }
 
+// Rate limit profiles a tenant's quota may name.
+const (
+	// RateLimitDefault applies the interface's rate limits to the tenant.
+	RateLimitDefault = "default"
+	// RateLimitExempt exempts the tenant's authenticated calls from the
+	// per-tenant and per-application limits (the global per-IP limit
+	// still applies), for trusted internal callers.
+	RateLimitExempt = "exempt"
+)
+
+// QuotasUpdate changes the quotas it names.
+type QuotasUpdate struct {
+	TokenizeLimit               *int    `json:"tokenize_limit,omitempty"`
+	DetokenizeLimit             *int    `json:"detokenize_limit,omitempty"`
+	CVCRetentionSeconds         *int64  `json:"cvc_retention_seconds,omitempty"`
+	LogRetentionSeconds         *int64  `json:"log_retention_seconds,omitempty"`
+	IncludedMonthlyActiveTokens *int64  `json:"included_monthly_active_tokens,omitempty"`
+	RateLimit                   *string `json:"rate_limit,omitempty"`
+}
+
+// Quota bounds.
+const (
+	maxTokenizeLimit = 100
+	maxRetention     = 366 * 24 * 3600 // a year and a day
+)
+
+func (u *QuotasUpdate) validate() error {
+	v := &ValidationError{}
+	intIn := func(field string, p *int, lo, hi int) {
+		if p != nil && (*p < lo || *p > hi) {
+			v.Add(field, fmt.Sprintf("must be from %d to %d", lo, hi))
+		}
+	}
+	int64In := func(field string, p *int64, lo, hi int64) {
+		if p != nil && (*p < lo || *p > hi) {
+			v.Add(field, fmt.Sprintf("must be from %d to %d", lo, hi))
+		}
+	}
+	intIn("tokenize_limit", u.TokenizeLimit, 1, maxTokenizeLimit)
+	intIn("detokenize_limit", u.DetokenizeLimit, 1, maxTokenizeLimit)
+	int64In("cvc_retention_seconds", u.CVCRetentionSeconds, 60, maxRetention)
+	int64In("log_retention_seconds", u.LogRetentionSeconds, 3600, maxRetention)
+	int64In("included_monthly_active_tokens", u.IncludedMonthlyActiveTokens, 0, 1<<40)
+	if u.RateLimit != nil && *u.RateLimit != RateLimitDefault && *u.RateLimit != RateLimitExempt {
+		v.Add("rate_limit", `must be "default" or "exempt"`)
+	}
+	return v.OrNil()
+}
+
+// UpdateQuotas changes the quotas the update names (operator only).
+func (s *Store) UpdateQuotas(ctx context.Context, id string, u QuotasUpdate) (*Tenant, error) {
+	if !isID(id) {
+		return nil, ErrNotFound
+	}
+	if err := u.validate(); err != nil {
+		return nil, err
+	}
+	var t *Tenant
+	err := s.kv.Update(ctx, func(w Writer) error {
+		tk, tenant, err := s.tenantForWrite(w, id)
+		if err != nil {
+			return err
+		}
+		t = tenant
+		q := &t.Quotas
+		set := func(dst *int, src *int) {
+			if src != nil {
+				*dst = *src
+			}
+		}
+		set64 := func(dst *int64, src *int64) {
+			if src != nil {
+				*dst = *src
+			}
+		}
+		set(&q.TokenizeLimit, u.TokenizeLimit)
+		set(&q.DetokenizeLimit, u.DetokenizeLimit)
+		set64(&q.CVCRetentionSeconds, u.CVCRetentionSeconds)
+		set64(&q.LogRetentionSeconds, u.LogRetentionSeconds)
+		set64(&q.IncludedMonthlyActiveTokens, u.IncludedMonthlyActiveTokens)
+		if u.RateLimit != nil {
+			q.RateLimit = *u.RateLimit
+		}
+		t.ModifiedAt = s.stampNow()
+		if err := s.writeAudit(w, tk, t, byActor("", "tenant", id, "update", "quotas changed")); err != nil {
+			return err
+		}
+		return putSealed(w, tk, "tenant", id, id, tenantKey(id), t)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
 // DefaultQuotas are a new tenant's quotas.
 var DefaultQuotas = Quotas{
 	TokenizeLimit:               5,
@@ -53,7 +149,7 @@ var DefaultQuotas = Quotas{
 	CVCRetentionSeconds:         3600,
 	LogRetentionSeconds:         24 * 3600,
 	IncludedMonthlyActiveTokens: 1000,
-	RateLimit:                   "default",
+	RateLimit:                   RateLimitDefault,
 }
 
 // NewTenant is what an operator gives to create a tenant.
@@ -130,8 +226,20 @@ func (s *Store) CreateTenant(ctx context.Context, in NewTenant) (*CreatedTenant,
 		if err := putSealed(w, tk, "application", t.ID, app.ID, applicationKey(t.ID, app.ID), app); err != nil {
 			return err
 		}
-		key, _, err = s.issueKey(w, tk, t, app.ID, "")
-		return err
+		var rec *apiKeyRecord
+		if key, rec, err = s.issueKey(w, tk, t, app.ID, ""); err != nil {
+			return err
+		}
+		for _, a := range []*AuditRecord{
+			byActor("", "tenant", t.ID, "create", "tenant created"),
+			byActor("", "application", app.ID, "create", "management application created"),
+			byActor("", "key", rec.ID, "create", "API key issued"),
+		} {
+			if err := s.writeAudit(w, tk, t, a); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating tenant: %w", err)
@@ -210,6 +318,9 @@ func (s *Store) UpdateTenant(ctx context.Context, id, actorID string, in TenantU
 		}
 		t.ModifiedBy = actorID
 		t.ModifiedAt = s.stampNow()
+		if err := s.writeAudit(w, tk, t, byActor(actorID, "tenant", id, "update", "tenant updated")); err != nil {
+			return err
+		}
 		return putSealed(w, tk, "tenant", id, id, tenantKey(id), t)
 	})
 	if err != nil {
@@ -227,10 +338,10 @@ func isSettingName(name string) bool {
 	return false
 }
 
-// DeleteTenant destroys a tenant: its data keys, its API keys' index
-// entries and its record go in one transaction, so from that moment its
-// keys authenticate nothing and its sealed data cannot be opened; then its
-// remaining records are removed.
+// DeleteTenant destroys a tenant: its data keys, the index entries of its
+// API keys, proxy keys and hostnames, and its record go in one
+// transaction, so from that moment its keys authenticate nothing and its
+// sealed data cannot be opened; then its remaining records are removed.
 func (s *Store) DeleteTenant(ctx context.Context, id string) error {
 	if !isID(id) {
 		return ErrNotFound
@@ -253,10 +364,17 @@ func (s *Store) DeleteTenant(ctx context.Context, id string) error {
 		if err != nil {
 			return err
 		}
-		for _, d := range digests {
+		proxyKeys, err := s.proxyKeyDigests(w, tk, id)
+		if err != nil {
+			return err
+		}
+		for _, d := range append(digests, proxyKeys...) {
 			if err := w.Delete(d); err != nil {
 				return err
 			}
+		}
+		if err := deleteProxyHostnames(w, id, ""); err != nil {
+			return err
 		}
 		var dataKeys [][]byte
 		if err := w.Scan(dataKeyPrefix(id), nil, func(key, _ []byte) error {
@@ -284,6 +402,8 @@ func (s *Store) DeleteTenant(ctx context.Context, id string) error {
 		return err
 	}
 	s.keys.forget(id)
+	// the tenant's own audit log goes with it; the operator's log keeps the fact
+	s.logger.Info("tenant deleted", zap.String("tenant_id", id))
 	return s.removeTenantRecords(context.WithoutCancel(ctx), id)
 }
 

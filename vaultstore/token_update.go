@@ -90,6 +90,9 @@ func (s *Store) UpdateToken(ctx context.Context, req TokenRequest, id string, pa
 		if err := s.writeToken(w, tk, next); err != nil {
 			return err
 		}
+		if err := s.writeAudit(w, tk, t, byApp(req.Application, "token", id, "update", "token updated")); err != nil {
+			return err
+		}
 		out, err = s.shapeUpdated(req.Application, next, transform)
 		return err
 	})

@@ -39,6 +39,7 @@ func (s *Store) Tokenize(ctx context.Context, req TokenRequest, body any) (any, 
 		if err != nil {
 			return err
 		}
+		ids := make([]string, 0, len(items))
 		for _, it := range items {
 			rec, dedupe, err := s.buildToken(t, tk, req.Application.ID, it.input)
 			if err != nil {
@@ -52,6 +53,7 @@ func (s *Store) Tokenize(ctx context.Context, req TokenRequest, body any) (any, 
 			if err != nil {
 				return prefixed(it.path, err)
 			}
+			ids = append(ids, got.ID)
 			if it.plain {
 				it.set(got.ID)
 				continue
@@ -65,7 +67,9 @@ func (s *Store) Tokenize(ctx context.Context, req TokenRequest, body any) (any, 
 			tok.Mask, tok.Data = tok.Data, nil
 			it.set(tok)
 		}
-		return nil
+		audit := byApp(req.Application, "token", "", "tokenize", fmt.Sprintf("%d tokens created or returned", len(ids)))
+		audit.TokenIDs = ids
+		return s.writeAudit(w, tk, t, audit)
 	})
 	if err != nil {
 		return nil, err

@@ -581,6 +581,13 @@ func (s *Store) CreateToken(ctx context.Context, req TokenRequest, in TokenInput
 		if err != nil {
 			return err
 		}
+		msg := "token created"
+		if deduplicated {
+			msg = "existing token returned (deduplicated)"
+		}
+		if err := s.writeAudit(w, tk, t, byApp(req.Application, "token", got.ID, "create", msg)); err != nil {
+			return err
+		}
 		out, err = s.shapeCreated(req.Application, got, transform, deduplicated)
 		return err
 	})
@@ -669,10 +676,12 @@ func (s *Store) GetToken(ctx context.Context, req TokenRequest, id string) (*Tok
 	if err != nil {
 		return nil, err
 	}
+	var mark []string
 	if !active {
-		if err := s.markActiveIDs(ctx, req.Tenant.ID, []string{rec.ID}); err != nil {
-			return nil, err
-		}
+		mark = []string{rec.ID}
+	}
+	if err := s.recordAccess(ctx, req.Tenant.ID, mark, byApp(req.Application, "token", rec.ID, "read", "token read ("+transform+")")); err != nil {
+		return nil, err
 	}
 	return s.shape(rec, transform)
 }
@@ -790,6 +799,7 @@ func (s *Store) ListTokens(ctx context.Context, req TokenRequest, f TokenFilter,
 		return nil, 0, err
 	}
 	out := make([]*Token, 0, len(page))
+	ids := make([]string, 0, len(page))
 	for _, rec := range page {
 		transform, err := req.Application.Authorize("token:read", rec.container())
 		if err != nil {
@@ -799,7 +809,12 @@ func (s *Store) ListTokens(ctx context.Context, req TokenRequest, f TokenFilter,
 		if err != nil {
 			return nil, 0, err
 		}
-		out = append(out, tok)
+		out, ids = append(out, tok), append(ids, rec.ID)
+	}
+	audit := byApp(req.Application, "token", "", "list", fmt.Sprintf("%d tokens listed", len(ids)))
+	audit.TokenIDs = ids
+	if err := s.recordAccess(ctx, req.Tenant.ID, nil, audit); err != nil {
+		return nil, 0, err
 	}
 	return out, total, nil
 }
@@ -807,7 +822,7 @@ func (s *Store) ListTokens(ctx context.Context, req TokenRequest, f TokenFilter,
 // DeleteToken deletes a token and its index entries.
 func (s *Store) DeleteToken(ctx context.Context, req TokenRequest, id string) error {
 	return s.kv.Update(ctx, func(w Writer) error {
-		tk, _, err := s.tenantForWrite(w, req.Tenant.ID)
+		tk, t, err := s.tenantForWrite(w, req.Tenant.ID)
 		if err != nil {
 			return err
 		}
@@ -819,6 +834,9 @@ func (s *Store) DeleteToken(ctx context.Context, req TokenRequest, id string) er
 			return err
 		}
 		if err := s.removeToken(w, rec); err != nil {
+			return err
+		}
+		if err := s.writeAudit(w, tk, t, byApp(req.Application, "token", rec.ID, "delete", "token deleted")); err != nil {
 			return err
 		}
 		return s.countToken(w, rec.Type, rec.TenantID, -1, nil)

@@ -118,6 +118,14 @@ type serverOpts struct {
 	NoMasterKey bool
 	// SiteExtra goes into the site block before vault_api.
 	SiteExtra string
+	// VaultExtra goes into the global vault block, for example an egress
+	// block.
+	VaultExtra string
+	// ExtraSites are more site blocks appended to the Caddyfile.
+	ExtraSites string
+	// Env is extra environment for the process and the CLI, NAME=value;
+	// it overrides the harness's own variables.
+	Env []string
 }
 
 // server is one Caddy process with the vault.
@@ -171,6 +179,7 @@ func (s *server) caddyfile(siteExtra string) string {
 		storage %s
 		%s
 		sync_writes on
+%s
 	}
 }
 
@@ -180,12 +189,15 @@ http://127.0.0.1:%d {
 		format filter {
 			request>headers>Svc-Api-Key delete
 			request>headers>Svc-Proxy-Key delete
+			request>uri query {
+				delete svc-proxy-key
+			}
 		}
 	}
 %s
 	vault_api
 }
-`, s.adminPort, s.opts.Storage, keyLine, s.apiPort, s.accessLog, siteExtra)
+%s`, s.adminPort, s.opts.Storage, keyLine, s.opts.VaultExtra, s.apiPort, s.accessLog, siteExtra, s.opts.ExtraSites)
 }
 
 // env is the process environment: the test's own, with HOME and Caddy's
@@ -210,7 +222,7 @@ func (s *server) env() []string {
 	if !s.opts.NoMasterKey {
 		env = append(env, "TV_MASTER_KEY="+s.opts.MasterKey)
 	}
-	return env
+	return append(env, s.opts.Env...) // os/exec uses the last of duplicates
 }
 
 // newServer prepares a server's directory, ports and Caddyfile without

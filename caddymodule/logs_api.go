@@ -1,0 +1,84 @@
+package caddymodule
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/tokenvault/tokenvault/vaultstore"
+)
+
+// cursorPagination is the cursor pagination object of list responses.
+type cursorPagination struct {
+	PageSize int    `json:"page_size"`
+	Next     string `json:"next,omitempty"`
+}
+
+// cursorPage is a cursor-paginated list response.
+type cursorPage[T any] struct {
+	Pagination cursorPagination `json:"pagination"`
+	Data       []T              `json:"data"`
+}
+
+// cursorParams reads start (an opaque cursor) and size (1 to 100, default
+// 20) from the query.
+func cursorParams(c *call) (start string, size int, err error) {
+	q := c.r.URL.Query()
+	size = defaultPageSize
+	if v := q.Get("size"); v != "" {
+		if size, err = strconv.Atoi(v); err != nil || size < 1 || size > maxPageSize {
+			return "", 0, errField("size", "size must be a whole number from 1 to 100")
+		}
+	}
+	return q.Get("start"), size, nil
+}
+
+// listLogs: GET /logs, the tenant's audit records newest first, filtered
+// by entity_type, entity_id, start_date and end_date, cursor-paginated.
+func listLogs(c *call) error {
+	start, size, err := cursorParams(c)
+	if err != nil {
+		return err
+	}
+	q := c.r.URL.Query()
+	f := vaultstore.AuditFilter{EntityType: q.Get("entity_type"), EntityID: q.Get("entity_id")}
+	for _, d := range []struct {
+		name string
+		to   *time.Time
+	}{{"start_date", &f.Since}, {"end_date", &f.Until}} {
+		if v := q.Get(d.name); v != "" {
+			if *d.to, err = vaultstore.ParseDateTime(d.name, v); err != nil {
+				return err
+			}
+		}
+	}
+	records, next, err := c.store.ListAudit(c.ctx(), c.tenantID(), f, start, size)
+	if err != nil {
+		return err
+	}
+	if records == nil {
+		records = []*vaultstore.AuditRecord{}
+	}
+	return writeJSON(c.w, http.StatusOK, cursorPage[*vaultstore.AuditRecord]{
+		Pagination: cursorPagination{PageSize: size, Next: next},
+		Data:       records,
+	})
+}
+
+// entityType is one kind of entity audit records name.
+type entityType struct {
+	DisplayName string `json:"display_name"`
+	Value       string `json:"value"`
+}
+
+// listLogEntityTypes: GET /logs/entity-types.
+func listLogEntityTypes(c *call) error {
+	return writeJSON(c.w, http.StatusOK, []entityType{
+		{"Application", "application"},
+		{"API Key", "key"},
+		{"Hostname", "hostname"},
+		{"Proxy", "proxy"},
+		{"Tenant", "tenant"},
+		{"Token", "token"},
+	})
+}

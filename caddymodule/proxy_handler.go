@@ -1,0 +1,148 @@
+package caddymodule
+
+import (
+	"errors"
+	"net"
+	"net/http"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/google/uuid"
+	"go.uber.org/zap"
+
+	"github.com/tokenvault/tokenvault/vaultstore"
+)
+
+func init() {
+	caddy.RegisterModule(ProxyHandler{})
+	httpcaddyfile.RegisterHandlerDirective("vault_proxy", parseVaultProxy)
+	httpcaddyfile.RegisterDirectiveOrder("vault_proxy", httpcaddyfile.Before, "file_server")
+}
+
+// ProxyHandler serves one proxy at the root of a whitelabel host
+// (pay.example.com): every request that reaches it invokes the proxy,
+// with the whole path as the suffix appended to the destination.
+type ProxyHandler struct {
+	// ProxyKey pins the handler to one proxy. It must be a placeholder
+	// such as {env.PAY_PROXY_KEY}: with require_auth false the key is a
+	// credential. Empty: the proxy registered for the request's host
+	// (POST /vault/tenants/{id}/hostnames on the admin API).
+	ProxyKey string `json:"proxy_key,omitempty"`
+
+	key     string
+	forward *forwarder
+}
+
+// CaddyModule returns the Caddy module information.
+func (ProxyHandler) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.vault_proxy",
+		New: func() caddy.Module { return new(ProxyHandler) },
+	}
+}
+
+// Provision connects the handler to the vault app.
+func (h *ProxyHandler) Provision(ctx caddy.Context) error {
+	if err := h.Validate(); err != nil {
+		return err
+	}
+	appIface, err := ctx.App("vault")
+	if err != nil {
+		return err
+	}
+	app := appIface.(*App)
+	if h.ProxyKey != "" {
+		if h.key = caddy.NewReplacer().ReplaceAll(h.ProxyKey, ""); h.key == "" {
+			return errors.New("proxy_key: the placeholder resolved to nothing")
+		}
+	}
+	h.forward = &forwarder{app: app, store: app.Store(), headers: newVaultHeaders(app.HeaderPrefix), logger: ctx.Logger()}
+	return nil
+}
+
+// Validate checks the configuration without side effects.
+func (h *ProxyHandler) Validate() error {
+	if h.ProxyKey != "" && !isPlaceholder(h.ProxyKey) {
+		return errors.New("proxy_key must be a placeholder such as {env.PAY_PROXY_KEY}, never the key itself")
+	}
+	return nil
+}
+
+// ServeHTTP invokes the host's proxy.
+func (h *ProxyHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
+	f := h.forward
+	traceID := r.Header.Get(f.headers.traceID)
+	if !traceIDPattern.MatchString(traceID) {
+		traceID = uuid.NewString()
+	}
+	w.Header().Set(f.headers.traceID, traceID)
+	if extra, ok := r.Context().Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields); ok {
+		extra.Add(zap.String("trace_id", traceID))
+	}
+	key := h.key
+	if key == "" {
+		var err error
+		if key, err = h.hostProxyKey(r); err != nil {
+			f.writeProxyError(w, r, err)
+			return nil
+		}
+	}
+	f.serve(w, r, r.URL.EscapedPath(), key)
+	return nil
+}
+
+// hostProxyKey finds the key of the proxy registered for the request's
+// host.
+func (h *ProxyHandler) hostProxyKey(r *http.Request) (string, error) {
+	host, _, err := net.SplitHostPort(r.Host)
+	if err != nil {
+		host = r.Host
+	}
+	reg, err := h.forward.store.LookupHostname(r.Context(), host)
+	if errors.Is(err, vaultstore.ErrNotFound) {
+		return "", errStatus(http.StatusNotFound, "no proxy is registered for this host")
+	} else if err != nil {
+		return "", err
+	}
+	p, err := h.forward.store.GetProxy(r.Context(), reg.TenantID, reg.ProxyID)
+	if errors.Is(err, vaultstore.ErrNotFound) {
+		return "", errStatus(http.StatusNotFound, "no proxy is registered for this host")
+	} else if err != nil {
+		return "", err
+	}
+	return p.Key, nil
+}
+
+// parseVaultProxy sets up the vault_proxy handler.
+func parseVaultProxy(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	p := new(ProxyHandler)
+	err := p.UnmarshalCaddyfile(h.Dispenser)
+	return p, err
+}
+
+// UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
+//
+//	vault_proxy [<proxy key placeholder>]
+func (h *ProxyHandler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // directive name
+	if d.NextArg() {
+		h.ProxyKey = d.Val()
+	}
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	if d.NextBlock(0) {
+		return d.Errf("vault_proxy takes no options")
+	}
+	return nil
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner           = (*ProxyHandler)(nil)
+	_ caddy.Validator             = (*ProxyHandler)(nil)
+	_ caddyhttp.MiddlewareHandler = (*ProxyHandler)(nil)
+	_ caddyfile.Unmarshaler       = (*ProxyHandler)(nil)
+)

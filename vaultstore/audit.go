@@ -1,0 +1,232 @@
+package vaultstore
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Actor types of audit records.
+const (
+	ActorApplication = "application"
+	ActorProxy       = "proxy"
+	ActorOperator    = "operator"
+)
+
+// AuditRecord says who did what to which entity, when. It never holds a
+// token's data, a key or any other secret: token ids and the destination
+// host are the most it names.
+type AuditRecord struct {
+	ID         string     `json:"id"`
+	TenantID   string     `json:"tenant_id"`
+	ActorID    string     `json:"actor_id,omitempty"`
+	ActorType  string     `json:"actor_type,omitempty"`
+	EntityType string     `json:"entity_type"`
+	EntityID   string     `json:"entity_id,omitempty"`
+	Operation  string     `json:"operation"`
+	Message    string     `json:"message,omitempty"`
+	CreatedAt  *Timestamp `json:"created_at"`
+	// TokenIDs are the tokens a detokenization used.
+	TokenIDs []string `json:"token_ids,omitempty"`
+	// Destination is the host a proxied request went to.
+	Destination string `json:"destination_host,omitempty"`
+}
+
+// ErrAuditUnavailable: the audit record of an operation could not be
+// written, so the operation did not happen (or, for a read, nothing was
+// returned).
+var ErrAuditUnavailable = errors.New("the audit record could not be written")
+
+// byApp starts a record of an operation by an application; app nil means
+// the operator (admin API and CLI).
+func byApp(app *Application, entityType, entityID, operation, message string) *AuditRecord {
+	rec := &AuditRecord{EntityType: entityType, EntityID: entityID, Operation: operation, Message: message, ActorType: ActorOperator}
+	if app != nil {
+		rec.ActorID, rec.ActorType = app.ID, ActorApplication
+	}
+	return rec
+}
+
+// byActor is byApp for operations that know only the actor's id ("" for
+// the operator).
+func byActor(actorID, entityType, entityID, operation, message string) *AuditRecord {
+	rec := &AuditRecord{EntityType: entityType, EntityID: entityID, Operation: operation, Message: message, ActorType: ActorOperator}
+	if actorID != "" {
+		rec.ActorID, rec.ActorType = actorID, ActorApplication
+	}
+	return rec
+}
+
+// auditTokenID is a token id as audit records name it: an id that could
+// be data (a run of 13 or more digits, the length of a card number) is
+// not recorded.
+func auditTokenID(id string) string {
+	run := 0
+	for i := 0; i < len(id); i++ {
+		if id[i] >= '0' && id[i] <= '9' {
+			if run++; run >= 13 {
+				return "(id not shown)"
+			}
+		} else {
+			run = 0
+		}
+	}
+	return id
+}
+
+// auditTokenIDs applies auditTokenID to each id.
+func auditTokenIDs(ids []string) []string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = auditTokenID(id)
+	}
+	return out
+}
+
+// recordAccess writes the audit record of a read or a detokenization and
+// marks the tokens used active this month, in one transaction, before
+// the caller gets any data.
+func (s *Store) recordAccess(ctx context.Context, tenantID string, markIDs []string, audit *AuditRecord) error {
+	if audit == nil {
+		return s.markActiveIDs(ctx, tenantID, markIDs)
+	}
+	return s.kv.Update(ctx, func(w Writer) error {
+		tk, t, err := s.tenantForWrite(w, tenantID)
+		if err != nil {
+			return err
+		}
+		rec := *audit
+		if err := s.writeAudit(w, tk, t, &rec); err != nil {
+			return err
+		}
+		for _, id := range markIDs {
+			if err := s.markActive(w, tenantID, id); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// writeAudit stamps rec and writes it in w, sealed, to expire after the
+// tenant's log retention.
+func (s *Store) writeAudit(w Writer, tk *tenantKeys, t *Tenant, rec *AuditRecord) error {
+	now := s.now()
+	rec.ID, rec.TenantID, rec.CreatedAt = uuid.NewString(), t.ID, stamp(now)
+	rec.EntityID, rec.TokenIDs = auditTokenID(rec.EntityID), auditTokenIDs(rec.TokenIDs)
+	slot := auditSlot(now, binary.BigEndian.Uint64(randomBytes(8)))
+	sealed, err := tk.sealRecord("audit", t.ID, slot, rec)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrAuditUnavailable, err)
+	}
+	retention := time.Duration(t.Quotas.LogRetentionSeconds) * time.Second
+	if retention <= 0 {
+		retention = time.Duration(DefaultQuotas.LogRetentionSeconds) * time.Second
+	}
+	if err := w.Put(auditKey(t.ID, slot), sealed, retention); err != nil {
+		return fmt.Errorf("%w: %w", ErrAuditUnavailable, err)
+	}
+	return nil
+}
+
+// AuditFilter selects audit records; zero fields select everything.
+type AuditFilter struct {
+	EntityType string
+	EntityID   string
+	Operation  string
+	Since      time.Time // created at or after
+	Until      time.Time // created at or before
+}
+
+func (f AuditFilter) matches(rec *AuditRecord) bool {
+	return (f.EntityType == "" || rec.EntityType == f.EntityType) && (f.EntityID == "" || rec.EntityID == f.EntityID) &&
+		(f.Operation == "" || rec.Operation == f.Operation)
+}
+
+// ListAudit returns up to limit of the tenant's audit records that match
+// the filter, newest first, starting after the record at cursor (empty
+// for the newest), and the cursor of the next page ("" when there is no
+// more). A malformed cursor is a ValidationError on "start".
+func (s *Store) ListAudit(ctx context.Context, tenantID string, f AuditFilter, cursor string, limit int) ([]*AuditRecord, string, error) {
+	prefix := auditPrefix(tenantID)
+	var after []byte
+	switch {
+	case cursor != "":
+		if !isAuditSlot(cursor) {
+			return nil, "", invalid("start", "start must be the pagination.next of a previous page")
+		}
+		after = auditKey(tenantID, cursor)
+	case !f.Until.IsZero():
+		// records of the Until instant itself sort right after this key
+		after = fmt.Appendf(prefix, "%016x", ^uint64(f.Until.UnixNano()))
+	}
+	var out []*AuditRecord
+	var last, next string
+	err := s.kv.View(ctx, func(r Reader) error {
+		out, last, next = out[:0], "", ""
+		tk, err := s.tenantKeysFor(r, tenantID)
+		if err != nil {
+			return err
+		}
+		return r.Scan(prefix, after, func(key, raw []byte) error {
+			slot := string(key[len(prefix):])
+			at, ok := auditSlotTime(slot)
+			if !ok {
+				return nil
+			}
+			if !f.Until.IsZero() && at.After(f.Until) {
+				return nil
+			}
+			if !f.Since.IsZero() && at.Before(f.Since) {
+				return ErrStopScan // every later key is older still
+			}
+			var rec AuditRecord
+			if err := tk.openRecord("audit", tenantID, slot, raw, &rec); err != nil {
+				return err
+			}
+			if !f.matches(&rec) {
+				return nil
+			}
+			if len(out) == limit { // a match beyond the page: there is more
+				next = last
+				return ErrStopScan
+			}
+			out, last = append(out, &rec), slot
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	return out, next, nil
+}
+
+// isAuditSlot reports whether s has the shape of an audit record's slot.
+func isAuditSlot(s string) bool {
+	if len(s) != 32 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !(s[i] >= '0' && s[i] <= '9' || s[i] >= 'a' && s[i] <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// auditSlotTime reads the creation time out of a slot.
+func auditSlotTime(slot string) (time.Time, bool) {
+	if len(slot) < 16 {
+		return time.Time{}, false
+	}
+	inv, err := strconv.ParseUint(slot[:16], 16, 64)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return time.Unix(0, int64(^inv)), true
+}

@@ -1,0 +1,597 @@
+package vaultstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// auText is the data of the text token; like the card number and CVC it
+// must never reach an audit record.
+const auText = "hello-secret-text"
+
+// auWorld is a token world with a card token and a text token whose ids
+// sort the other way round from the order the bodies name them in.
+type auWorld struct {
+	*twWorld
+	card, text string
+}
+
+func newAUWorld(tb testing.TB) *auWorld {
+	tb.Helper()
+	w := &auWorld{twWorld: newTWWorld(tb, nil)}
+	w.card = w.mustCreate("admin", TokenInput{ID: "zz-card", Type: "card", Data: twCard(twVisa, twCVC)}).ID
+	w.text = w.mustCreate("admin", TokenInput{ID: "aa-text", Type: "token", Data: twSecret(auText)}).ID
+	return w
+}
+
+// auRecord is the record the tests pass as DetokenizeOptions.Audit.
+func auRecord(entityID string) *AuditRecord {
+	return &AuditRecord{
+		ActorID: "proxy-actor-1", ActorType: ActorProxy,
+		EntityType: "proxy", EntityID: entityID,
+		Operation: "detokenize", Message: "POST /charges",
+		Destination: "api.example.com",
+	}
+}
+
+// auAll returns every audit record of a tenant, newest first.
+func auAll(tb testing.TB, s *Store, tenantID string) []*AuditRecord {
+	tb.Helper()
+	recs, next, err := s.ListAudit(context.Background(), tenantID, AuditFilter{}, "", 100000)
+	if err != nil {
+		tb.Fatalf("ListAudit: %v", err)
+	}
+	if next != "" {
+		tb.Fatalf("ListAudit with a large limit returned a next cursor")
+	}
+	return recs
+}
+
+// auDetokenizations keeps the records of detokenizations.
+func auDetokenizations(recs []*AuditRecord) []*AuditRecord {
+	var out []*AuditRecord
+	for _, r := range recs {
+		if r.Operation == "detokenize" {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// records returns the detokenization records of the world's tenant,
+// newest first.
+func (w *auWorld) records(tb testing.TB) []*AuditRecord {
+	tb.Helper()
+	return auDetokenizations(auAll(tb, w.s, w.tenant.ID))
+}
+
+// all returns every audit record of the world's tenant, newest first.
+func (w *auWorld) all(tb testing.TB) []*AuditRecord {
+	tb.Helper()
+	return auAll(tb, w.s, w.tenant.ID)
+}
+
+// detokenizeAudited detokenizes body as app, as a proxy would, recording rec.
+func (w *auWorld) detokenizeAudited(tb testing.TB, app, body string, rec *AuditRecord) (any, error) {
+	tb.Helper()
+	out, _, err := w.s.Detokenize(w.ctx, w.req(app), DetokenizeOptions{Permission: "token:use", Limit: 10, Audit: rec}, twDecode(tb, body))
+	return out, twNote(tb, err)
+}
+
+// auCheckNoData fails when any marshalled record, or any stored audit
+// entry, holds token data, an expression or (stored) anything in clear.
+func auCheckNoData(tb testing.TB, w *auWorld, recs []*AuditRecord) {
+	tb.Helper()
+	raw, err := json.Marshal(recs)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, s := range []string{twVisa, twCVC, auText, "4242", "expiration", "{{", "json:"} {
+		if bytes.Contains(raw, []byte(s)) {
+			tb.Errorf("an audit record holds %q", s)
+		}
+	}
+	err = w.s.kv.View(w.ctx, func(r Reader) error {
+		return r.Scan(auditPrefix(w.tenant.ID), nil, func(k, v []byte) error {
+			for _, s := range []string{twVisa, twCVC, auText, w.card, w.text, "api.example.com", "proxy-actor-1"} {
+				if bytes.Contains(k, []byte(s)) || bytes.Contains(v, []byte(s)) {
+					tb.Errorf("the stored audit entry %s holds %q in clear", k, s)
+				}
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+}
+
+func TestDetokenizeWritesOneAuditRecord(t *testing.T) {
+	w := newAUWorld(t)
+	const body = `{"pan": "{{ zz-card | json: '$.number' }}", "cvc": "{{ zz-card | json: '$.cvc' }}", "note": "{{ aa-text }}", "again": "{{ zz-card }}"}`
+	const text = "pan={{ zz-card | json: '$.number' }}&note={{ aa-text }}&cvc={{zz-card|json:'$.cvc'}}"
+	for _, tc := range []struct {
+		name string
+		run  func(t *testing.T, opts DetokenizeOptions) (string, []string, error)
+	}{
+		{"Detokenize", func(t *testing.T, opts DetokenizeOptions) (string, []string, error) {
+			out, res, err := w.s.Detokenize(w.ctx, w.req("admin"), opts, twDecode(t, body))
+			if err != nil {
+				return "", nil, twNote(t, err)
+			}
+			return twJSON(t, out), res.TokenIDs, nil
+		}},
+		{"DetokenizeString", func(t *testing.T, opts DetokenizeOptions) (string, []string, error) {
+			out, res, err := w.s.DetokenizeString(w.ctx, w.req("admin"), opts, text)
+			if err != nil {
+				return "", nil, twNote(t, err)
+			}
+			return out, res.TokenIDs, nil
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before, beforeAll := len(w.records(t)), len(w.all(t))
+			given := auRecord("proxy-" + tc.name)
+			givenCopy := *given
+			start := w.clock.Peek()
+			out, ids, err := tc.run(t, DetokenizeOptions{Permission: "token:use", Limit: 10, Audit: given})
+			if err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			end := w.clock.Peek()
+			if !bytes.Contains([]byte(out), []byte(twVisa)) || !bytes.Contains([]byte(out), []byte(auText)) {
+				t.Errorf("the output lacks the detokenized data")
+			}
+			wantIDs := []string{w.text, w.card} // sorted: "aa-text" < "zz-card"
+			if !slices.Equal(ids, wantIDs) {
+				t.Errorf("TokenIDs = %q, want %q", ids, wantIDs)
+			}
+			recs := w.records(t)
+			if len(recs) != before+1 {
+				t.Fatalf("%d detokenization records written, want 1", len(recs)-before)
+			}
+			if n := len(w.all(t)); n != beforeAll+1 {
+				t.Errorf("%d audit records written in all, want 1", n-beforeAll)
+			}
+			rec := recs[0]
+			if !slices.Equal(rec.TokenIDs, wantIDs) {
+				t.Errorf("record token ids = %q, want %q", rec.TokenIDs, wantIDs)
+			}
+			if rec.ActorID != given.ActorID || rec.ActorType != ActorProxy || rec.EntityType != "proxy" || rec.EntityID != given.EntityID ||
+				rec.Operation != "detokenize" || rec.Message != "POST /charges" || rec.Destination != "api.example.com" {
+				t.Errorf("record = %s, want the fields of %s", twJSON(t, rec), twJSON(t, given))
+			}
+			if rec.TenantID != w.tenant.ID || !isID(rec.ID) {
+				t.Errorf("record tenant %q id %q", rec.TenantID, rec.ID)
+			}
+			if rec.CreatedAt == nil || rec.CreatedAt.Before(start) || rec.CreatedAt.After(end) {
+				t.Errorf("created_at = %v, want between %v and %v", rec.CreatedAt, start, end)
+			}
+			if !sameJSON(t, given, &givenCopy) {
+				t.Errorf("opts.Audit was modified: %s", twJSON(t, given))
+			}
+			auCheckNoData(t, w, w.all(t))
+		})
+	}
+}
+
+func TestDetokenizeWithoutAuditWritesNone(t *testing.T) {
+	w := newAUWorld(t)
+	if _, _, err := w.detokenize("admin", "token:use", twDecode(t, `"{{ zz-card }}"`), 0); err != nil {
+		t.Fatal(err)
+	}
+	if recs := w.records(t); len(recs) != 0 {
+		t.Errorf("%d audit records without opts.Audit", len(recs))
+	}
+}
+
+func TestDetokenizeAuditNotWrittenOnFailure(t *testing.T) {
+	w := newAUWorld(t)
+	for _, app := range []string{"admin", "plain", "writer"} {
+		w.app(app) // creating an application is audited; do it before counting
+	}
+	for _, tc := range []struct {
+		name    string
+		run     func(t *testing.T, opts DetokenizeOptions) error
+		wantErr func(t *testing.T, err error) // nil: must succeed
+	}{
+		{"unknown token", func(t *testing.T, opts DetokenizeOptions) error {
+			_, _, err := w.s.Detokenize(w.ctx, w.req("admin"), opts, twDecode(t, `{"a": "{{ zz-card }}", "b": "{{ no-such-token }}"}`))
+			return err
+		}, func(t *testing.T, err error) { twWantFields(t, err, "b") }},
+		{"unknown token in a string", func(t *testing.T, opts DetokenizeOptions) error {
+			_, _, err := w.s.DetokenizeString(w.ctx, w.req("admin"), opts, "x={{ aa-text }}&y={{ no-such-token }}")
+			return err
+		}, func(t *testing.T, err error) { twWantFields(t, err, "body") }},
+		{"forbidden", func(t *testing.T, opts DetokenizeOptions) error {
+			_, _, err := w.s.Detokenize(w.ctx, w.req("plain"), opts, twDecode(t, `{"a": "{{ zz-card }}"}`))
+			return err
+		}, func(t *testing.T, err error) { twWantErr(t, err, ErrForbidden) }},
+		{"forbidden in a string", func(t *testing.T, opts DetokenizeOptions) error {
+			_, _, err := w.s.DetokenizeString(w.ctx, w.req("writer"), opts, "{{ aa-text }}")
+			return err
+		}, func(t *testing.T, err error) { twWantErr(t, err, ErrForbidden) }},
+		{"over the limit", func(t *testing.T, opts DetokenizeOptions) error {
+			opts.Limit = 1
+			_, _, err := w.s.Detokenize(w.ctx, w.req("admin"), opts, twDecode(t, `["{{ zz-card }}", "{{ aa-text }}"]`))
+			return err
+		}, func(t *testing.T, err error) { twWantFields(t, err, "body") }},
+		{"malformed expression", func(t *testing.T, opts DetokenizeOptions) error {
+			_, _, err := w.s.DetokenizeString(w.ctx, w.req("admin"), opts, "{{ aa-text ")
+			return err
+		}, func(t *testing.T, err error) {
+			if err == nil {
+				t.Fatal("no error")
+			}
+		}},
+		{"no expressions", func(t *testing.T, opts DetokenizeOptions) error {
+			_, _, err := w.s.Detokenize(w.ctx, w.req("admin"), opts, twDecode(t, `{"a": "plain", "b": [1, true, null, "}}"]}`))
+			return err
+		}, nil},
+		{"expression only in a member name", func(t *testing.T, opts DetokenizeOptions) error {
+			_, _, err := w.s.Detokenize(w.ctx, w.req("admin"), opts, twDecode(t, `{"{{ zz-card }}": "plain"}`))
+			return err
+		}, nil},
+		{"no expressions in a string", func(t *testing.T, opts DetokenizeOptions) error {
+			_, _, err := w.s.DetokenizeString(w.ctx, w.req("admin"), opts, "a=b&c=} }")
+			return err
+		}, nil},
+		{"empty string", func(t *testing.T, opts DetokenizeOptions) error {
+			_, _, err := w.s.DetokenizeString(w.ctx, w.req("admin"), opts, "")
+			return err
+		}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := len(w.all(t))
+			err := twNote(t, tc.run(t, DetokenizeOptions{Permission: "token:use", Limit: 10, Audit: auRecord("p")}))
+			if tc.wantErr == nil {
+				if err != nil {
+					t.Fatalf("error %v, want none", err)
+				}
+			} else {
+				tc.wantErr(t, err)
+			}
+			if n := len(w.all(t)); n != before {
+				t.Errorf("%d audit records written, want none", n-before)
+			}
+		})
+	}
+}
+
+// auPage is one ListAudit call.
+func auPage(tb testing.TB, s *Store, tenantID string, f AuditFilter, cursor string, limit int) ([]*AuditRecord, string) {
+	tb.Helper()
+	recs, next, err := s.ListAudit(context.Background(), tenantID, f, cursor, limit)
+	if err != nil {
+		tb.Fatalf("ListAudit(cursor %q, limit %d): %v", cursor, limit, err)
+	}
+	return recs, next
+}
+
+// auPageAll pages through a listing by limit and returns the page sizes
+// and the records in order. The listing ends at a page without a next
+// cursor; a next cursor leading to an empty page is an error.
+func auPageAll(tb testing.TB, s *Store, tenantID string, f AuditFilter, limit int) ([]int, []*AuditRecord) {
+	tb.Helper()
+	var sizes []int
+	var all []*AuditRecord
+	cursor := ""
+	for i := 0; ; i++ {
+		if i > 1000 {
+			tb.Fatal("the listing does not end")
+		}
+		page, next := auPage(tb, s, tenantID, f, cursor, limit)
+		if len(page) > limit {
+			tb.Fatalf("page %d has %d records, over the limit %d", i, len(page), limit)
+		}
+		if len(page) == 0 && i > 0 {
+			tb.Errorf("the next cursor of page %d leads to an empty page", i-1)
+		}
+		sizes = append(sizes, len(page))
+		all = append(all, page...)
+		if next == "" {
+			return sizes, all
+		}
+		if len(page) == 0 {
+			tb.Fatalf("page %d is empty but has a next cursor", i)
+		}
+		cursor = next
+	}
+}
+
+func auEntityIDs(recs []*AuditRecord) []string {
+	var out []string
+	for _, r := range recs {
+		out = append(out, r.EntityID)
+	}
+	return out
+}
+
+func TestListAuditNewestFirstAndPaginates(t *testing.T) {
+	w := newAUWorld(t)
+	var want []string // entity ids, newest first
+	for i := range 5 {
+		id := "proxy-" + string(rune('a'+i))
+		if _, err := w.detokenizeAudited(t, "admin", `"{{ aa-text }}"`, auRecord(id)); err != nil {
+			t.Fatal(err)
+		}
+		want = append([]string{id}, want...)
+	}
+
+	all := w.all(t)
+	for i := 1; i < len(all); i++ {
+		if all[i].CreatedAt.After(all[i-1].CreatedAt.Time) {
+			t.Errorf("record %d (%v) is newer than record %d (%v)", i, all[i].CreatedAt, i-1, all[i-1].CreatedAt)
+		}
+	}
+	if len(all) < 5 {
+		t.Fatalf("%d records", len(all))
+	}
+	if got := auEntityIDs(all[:5]); !slices.Equal(got, want) {
+		t.Fatalf("newest records = %v, want newest first %v", got, want)
+	}
+
+	// Only the five detokenizations name entity type "proxy" here: pages
+	// of 2, 2 and 1, then the end.
+	sizes, paged := auPageAll(t, w.s, w.tenant.ID, AuditFilter{EntityType: "proxy"}, 2)
+	if !slices.Equal(sizes, []int{2, 2, 1}) {
+		t.Errorf("page sizes = %v, want [2 2 1]", sizes)
+	}
+	if got := auEntityIDs(paged); !slices.Equal(got, want) {
+		t.Errorf("paged = %v, want %v", got, want)
+	}
+
+	// Every record, by pages of 2 and of 3: the same records in the same
+	// order as one listing, none twice, every page full but the last.
+	for _, limit := range []int{1, 2, 3} {
+		sizes, paged := auPageAll(t, w.s, w.tenant.ID, AuditFilter{}, limit)
+		seen := map[string]bool{}
+		for _, r := range paged {
+			if seen[r.ID] {
+				t.Errorf("limit %d: record %s listed twice", limit, r.ID)
+			}
+			seen[r.ID] = true
+		}
+		if !sameJSON(t, paged, all) {
+			t.Errorf("limit %d: paged listing differs from the full listing", limit)
+		}
+		for i, n := range sizes[:len(sizes)-1] {
+			if n != limit {
+				t.Errorf("limit %d: page %d has %d records (sizes %v)", limit, i, n, sizes)
+			}
+		}
+	}
+
+	// A newer record does not shift a listing already under way.
+	_, next := auPage(t, w.s, w.tenant.ID, AuditFilter{EntityType: "proxy"}, "", 3)
+	if _, err := w.detokenizeAudited(t, "admin", `"{{ zz-card }}"`, auRecord("proxy-new")); err != nil {
+		t.Fatal(err)
+	}
+	rest2, _ := auPage(t, w.s, w.tenant.ID, AuditFilter{EntityType: "proxy"}, next, 100)
+	if got := auEntityIDs(rest2); !slices.Equal(got, want[3:]) {
+		t.Errorf("after a new record, the rest = %v, want %v", got, want[3:])
+	}
+	if recs := w.records(t); len(recs) != 6 || recs[0].EntityID != "proxy-new" {
+		t.Errorf("the new record is not listed first")
+	}
+}
+
+// ListAudit documents its cursor as "" when there is no more. With a
+// filter, a page that takes the last matching record and is exactly full
+// must not hand out a cursor to an empty page just because older,
+// non-matching records follow.
+func TestListAuditFilteredFullLastPageHasNoNext(t *testing.T) {
+	w := newAUWorld(t)
+	for i := range 4 {
+		if _, err := w.detokenizeAudited(t, "admin", `"{{ aa-text }}"`, auRecord("proxy-"+string(rune('a'+i)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(w.all(t)) <= 4 {
+		t.Fatal("want older records of other entity types after the detokenizations")
+	}
+	f := AuditFilter{EntityType: "proxy"}
+	first, next := auPage(t, w.s, w.tenant.ID, f, "", 2)
+	if len(first) != 2 || next == "" {
+		t.Fatalf("first page = %d records, next %q; want 2 and a next cursor", len(first), next)
+	}
+	rest, end := auPage(t, w.s, w.tenant.ID, f, next, 2)
+	if got := auEntityIDs(rest); !slices.Equal(got, []string{"proxy-b", "proxy-a"}) {
+		t.Fatalf("second page = %v, want [proxy-b proxy-a]", got)
+	}
+	if end != "" {
+		page, _ := auPage(t, w.s, w.tenant.ID, f, end, 2)
+		t.Errorf("the last matching page returned next %q, which leads to a page of %d records; want no next", end, len(page))
+	}
+	// the same holds for the whole-listing limit
+	all, next := auPage(t, w.s, w.tenant.ID, f, "", 4)
+	if len(all) != 4 || next != "" {
+		t.Errorf("a page of exactly the 4 matching records returned next %q; want none", next)
+	}
+}
+
+func TestListAuditMalformedCursor(t *testing.T) {
+	w := newAUWorld(t)
+	for _, cursor := range []string{"x", "../../tenant", strings.Repeat("g", 32), strings.Repeat("0", 31), strings.Repeat("0", 33)} {
+		recs, next, err := w.s.ListAudit(w.ctx, w.tenant.ID, AuditFilter{}, cursor, 10)
+		var v *ValidationError
+		if !errors.As(err, &v) || recs != nil || next != "" {
+			t.Errorf("ListAudit(cursor %q) = %d records, %q, %v; want a ValidationError", cursor, len(recs), next, err)
+		}
+	}
+}
+
+func TestListAuditTenantIsolation(t *testing.T) {
+	w := newAUWorld(t)
+	for range 3 {
+		if _, err := w.detokenizeAudited(t, "admin", `"{{ aa-text }}"`, auRecord("proxy-a")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := newTWWorldOn(t, w.s, w.clock, w.dir, nil)
+	if recsB := auDetokenizations(auAll(t, w.s, b.tenant.ID)); len(recsB) != 0 {
+		t.Fatalf("ListAudit(B) before B detokenized = %d detokenizations; want none", len(recsB))
+	}
+	tokB := b.mustCreate("admin", TokenInput{ID: "b-token", Type: "token", Data: "b-data"})
+	if _, _, err := w.s.Detokenize(w.ctx, b.req("admin"), DetokenizeOptions{Permission: "token:use", Audit: auRecord("proxy-b")}, "{{ b-token }}"); err != nil {
+		t.Fatal(err)
+	}
+	// B cannot use A's tokens: A's ids are unknown to B, and nothing is recorded.
+	if _, _, err := w.s.Detokenize(w.ctx, b.req("admin"), DetokenizeOptions{Permission: "token:use", Audit: auRecord("proxy-b")}, "{{ aa-text }}"); err == nil {
+		t.Error("tenant B detokenized a token of tenant A")
+	}
+
+	allA := w.all(t)
+	idsA := map[string]bool{}
+	for _, r := range allA {
+		idsA[r.ID] = true
+		if r.TenantID != w.tenant.ID {
+			t.Errorf("ListAudit(A) holds a record of tenant %s", r.TenantID)
+		}
+	}
+	if recsA := auDetokenizations(allA); len(recsA) != 3 {
+		t.Errorf("ListAudit(A) = %d detokenizations, want 3", len(recsA))
+	}
+	_, cursorA := auPage(t, w.s, w.tenant.ID, AuditFilter{}, "", 1)
+	if cursorA == "" {
+		t.Fatal("no cursor")
+	}
+	for name, cursor := range map[string]string{"no cursor": "", "A's cursor": cursorA} {
+		recsB, _ := auPage(t, w.s, b.tenant.ID, AuditFilter{}, cursor, 1000)
+		for _, r := range recsB {
+			if r.TenantID != b.tenant.ID || idsA[r.ID] {
+				t.Errorf("ListAudit(B, %s) holds %s", name, twJSON(t, r))
+			}
+		}
+		if name != "no cursor" {
+			continue
+		}
+		dets := auDetokenizations(recsB)
+		if len(dets) != 1 || dets[0].EntityID != "proxy-b" || !slices.Equal(dets[0].TokenIDs, []string{tokB.ID}) {
+			t.Errorf("ListAudit(B) detokenizations = %s, want the one of proxy-b", twJSON(t, dets))
+		}
+	}
+	for _, f := range []AuditFilter{{EntityType: "proxy"}, {EntityID: "proxy-a"}} {
+		if recs, _ := auPage(t, w.s, b.tenant.ID, f, "", 100); len(recs) > 1 || (len(recs) == 1 && recs[0].EntityID != "proxy-b") {
+			t.Errorf("ListAudit(B, %+v) = %s", f, twJSON(t, recs))
+		}
+	}
+
+	// A deleted tenant's records are gone with it.
+	if err := w.s.DeleteTenant(w.ctx, w.tenant.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := w.s.ListAudit(w.ctx, w.tenant.ID, AuditFilter{}, "", 100); !errors.Is(err, ErrNotFound) {
+		t.Errorf("ListAudit of a deleted tenant error = %v, want ErrNotFound", err)
+	}
+	if left := kvKeys(t, w.s, string(auditPrefix(w.tenant.ID))); len(left) != 0 {
+		t.Errorf("%d audit entries left after DeleteTenant", len(left))
+	}
+	if dets := auDetokenizations(auAll(t, w.s, b.tenant.ID)); len(dets) != 1 {
+		t.Errorf("ListAudit(B) after A was deleted = %d detokenizations, want 1", len(dets))
+	}
+	if _, _, err := w.s.ListAudit(w.ctx, "not-a-tenant", AuditFilter{}, "", 10); !errors.Is(err, ErrNotFound) {
+		t.Errorf("ListAudit of an unknown tenant error = %v, want ErrNotFound", err)
+	}
+}
+
+// auExpiries returns the Badger expiry (Unix seconds, 0 for none) of each
+// audit entry of a tenant, newest first.
+func auExpiries(tb testing.TB, s *Store, tenantID string) []uint64 {
+	tb.Helper()
+	bk, ok := s.kv.(*badgerKV)
+	if !ok {
+		tb.Fatalf("the store's KV is a %T, not Badger", s.kv)
+	}
+	var out []uint64
+	prefix := auditPrefix(tenantID)
+	err := bk.db.View(func(txn *badger.Txn) error {
+		opts := badger.DefaultIteratorOptions
+		opts.Prefix = prefix
+		it := txn.NewIterator(opts)
+		defer it.Close()
+		for it.Seek(prefix); it.ValidForPrefix(prefix); it.Next() {
+			out = append(out, it.Item().ExpiresAt())
+		}
+		return nil
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return out
+}
+
+// auSetLogRetention sets a tenant's log retention quota in its record.
+func auSetLogRetention(tb testing.TB, s *Store, tenantID string, seconds int64) {
+	tb.Helper()
+	err := s.kv.Update(context.Background(), func(w Writer) error {
+		tk, t, err := s.tenantForWrite(w, tenantID)
+		if err != nil {
+			return err
+		}
+		t.Quotas.LogRetentionSeconds = seconds
+		return putSealed(w, tk, "tenant", tenantID, tenantID, tenantKey(tenantID), t)
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// Badger expires entries by the wall clock, which the store's injected
+// clock does not drive, so this checks the expiry each audit entry was
+// written with rather than waiting for it to pass.
+func TestAuditRecordsExpireWithLogRetention(t *testing.T) {
+	w := newAUWorld(t)
+	if DefaultQuotas.LogRetentionSeconds <= 0 {
+		t.Fatalf("default log retention %d", DefaultQuotas.LogRetentionSeconds)
+	}
+	for _, tc := range []struct {
+		name    string
+		set     bool
+		seconds int64
+		want    int64
+	}{
+		{"default quota", false, 0, DefaultQuotas.LogRetentionSeconds},
+		{"one hour", true, 3600, 3600},
+		{"thirty days", true, 30 * 24 * 3600, 30 * 24 * 3600},
+		{"zero falls back to the default", true, 0, DefaultQuotas.LogRetentionSeconds},
+		{"negative falls back to the default", true, -5, DefaultQuotas.LogRetentionSeconds},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.set {
+				auSetLogRetention(t, w.s, w.tenant.ID, tc.seconds)
+			}
+			n := len(auExpiries(t, w.s, w.tenant.ID))
+			before := time.Now().Unix()
+			if _, err := w.detokenizeAudited(t, "admin", `"{{ zz-card | json: '$.number' }}"`, auRecord(tc.name)); err != nil {
+				t.Fatal(err)
+			}
+			after := time.Now().Unix()
+			exp := auExpiries(t, w.s, w.tenant.ID)
+			if len(exp) != n+1 {
+				t.Fatalf("%d audit entries, want %d", len(exp), n+1)
+			}
+			newest := int64(exp[0])
+			if newest < before+tc.want || newest > after+tc.want {
+				t.Errorf("the new entry expires at %d, want %d s after it was written (between %d and %d)",
+					newest, tc.want, before+tc.want, after+tc.want)
+			}
+			if recs := w.records(t); recs[0].EntityID != tc.name {
+				t.Errorf("the newest record is %q, want %q", recs[0].EntityID, tc.name)
+			}
+		})
+	}
+	for i, e := range auExpiries(t, w.s, w.tenant.ID) {
+		if e == 0 {
+			t.Errorf("audit entry %d never expires", i)
+		}
+	}
+}

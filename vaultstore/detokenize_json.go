@@ -1,0 +1,230 @@
+package vaultstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strconv"
+	"strings"
+
+	"github.com/tokenvault/tokenvault/vaultstore/strictjson"
+)
+
+// DetokenizeJSON detokenizes a JSON document given as bytes, as Detokenize
+// does its decoded value, and returns new bytes identical to body except
+// that each string literal in value position (an object member's value or
+// an array element, or the whole body) whose text holds an expression is
+// replaced: by the JSON encoding of the native value when the string is
+// exactly one expression, white space around it allowed, else by the JSON
+// string literal of the substituted text. Member names are never changed;
+// white space, member order, the spelling of numbers and the escapes of
+// untouched strings stay byte for byte. Replacements are written without
+// HTML escaping ("<", ">" and "&" stay as they are) and numbers keep their
+// digits.
+//
+// body is first checked with strictjson.Validate and strictjson's error is
+// returned as it is. Expressions are found in the decoded text of each
+// string, so an escaped "\u007b\u007b" opens one. A body in which no
+// string can hold "{{" (neither "{{" nor an escaped "{" appears in it) is
+// returned itself, with an empty result and no other work than Validate.
+//
+// Checks, errors and the audit record are those of Detokenize: errors
+// name the JSON path of the string ("body" for a top-level string, e.g.
+// "card.number" or "items[2]" otherwise, member names that could be data
+// shown as "*"), and quote neither token data nor body values.
+func (s *Store) DetokenizeJSON(ctx context.Context, req TokenRequest, opts DetokenizeOptions, body []byte) ([]byte, *DetokenizeResult, error) {
+	if err := strictjson.Validate(body, strictjson.DefaultLimits); err != nil {
+		return nil, nil, err
+	}
+	if !jsonMayHoldExpressions(body) {
+		return body, &DetokenizeResult{}, nil
+	}
+	spans, fields := scanJSONExpressions(body)
+	if len(spans) == 0 {
+		return body, &DetokenizeResult{}, nil
+	}
+	values, res, err := s.DetokenizeFields(ctx, req, opts, fields)
+	if err != nil {
+		return nil, nil, err
+	}
+	out, err := spliceJSON(body, spans, fields, values)
+	if err != nil {
+		return nil, nil, err
+	}
+	return out, res, nil
+}
+
+// jsonMayHoldExpressions reports whether a string of the (valid) JSON body
+// may decode to text holding "{{": every "{" of a decoded string is a "{"
+// or a "\u007b" (hex digits in either case) of the body.
+func jsonMayHoldExpressions(body []byte) bool {
+	if bytes.Contains(body, []byte("{{")) {
+		return true
+	}
+	return hasEscapedBrace(body)
+}
+
+// hasEscapedBrace reports whether b holds `\u007b` or `\u007B`.
+func hasEscapedBrace(b []byte) bool {
+	for {
+		i := bytes.Index(b, []byte(`\u007`))
+		if i < 0 {
+			return false
+		}
+		b = b[i+len(`\u007`):]
+		if len(b) > 0 && b[0]|0x20 == 'b' {
+			return true
+		}
+	}
+}
+
+// jsonSpan is a string literal of a body, its quotes included.
+type jsonSpan struct{ start, end int }
+
+// jsonFrame is an open object or array of the body being scanned.
+type jsonFrame struct {
+	object  bool
+	wantKey bool // object: the next string is a member name
+	index   int  // array: the index of the current element
+	// object: the current member name, quotes excluded, and whether it
+	// holds escapes
+	keyStart, keyEnd int
+	keyEsc           bool
+}
+
+// scanJSONExpressions returns the string literals in value position of a
+// valid JSON body whose decoded text holds "{{", with their texts and
+// paths, in the order of the body. It is a single pass over the bytes.
+func scanJSONExpressions(body []byte) ([]jsonSpan, []DetokenizeField) {
+	var (
+		spans  []jsonSpan
+		fields []DetokenizeField
+		stack  [strictjson.DefaultMaxDepth + 1]jsonFrame
+		depth  int
+	)
+	for i := 0; i < len(body); i++ {
+		switch body[i] {
+		case '{':
+			stack[depth] = jsonFrame{object: true, wantKey: true}
+			depth++
+		case '[':
+			stack[depth] = jsonFrame{}
+			depth++
+		case '}', ']':
+			depth--
+		case ',':
+			if f := &stack[depth-1]; f.object {
+				f.wantKey = true
+			} else {
+				f.index++
+			}
+		case '"':
+			end, esc := jsonStringEnd(body, i)
+			if depth > 0 && stack[depth-1].wantKey {
+				f := &stack[depth-1]
+				f.wantKey, f.keyStart, f.keyEnd, f.keyEsc = false, i+1, end, esc
+			} else if text, ok := jsonExpressionText(body[i:end+1], esc); ok {
+				spans = append(spans, jsonSpan{i, end + 1})
+				fields = append(fields, DetokenizeField{Path: jsonPath(body, stack[:depth]), Text: text})
+			}
+			i = end
+		}
+	}
+	return spans, fields
+}
+
+// jsonStringEnd returns the offset of the closing quote of the (valid)
+// string literal whose opening quote is at i, and whether the literal
+// holds escapes.
+func jsonStringEnd(body []byte, i int) (int, bool) {
+	esc := false
+	for j := i + 1; ; {
+		k := bytes.IndexByte(body[j:], '"')
+		if k < 0 { // not reached: the body is valid
+			return len(body) - 1, esc
+		}
+		q := j + k
+		bs := 0
+		for q-bs-1 > i && body[q-bs-1] == '\\' {
+			bs++
+		}
+		if !esc && bytes.IndexByte(body[j:q], '\\') >= 0 {
+			esc = true
+		}
+		if bs%2 == 0 {
+			return q, esc
+		}
+		j = q + 1
+	}
+}
+
+// jsonExpressionText returns the decoded text of the string literal lit
+// (quotes included) when it holds "{{".
+func jsonExpressionText(lit []byte, esc bool) (string, bool) {
+	raw := lit[1 : len(lit)-1]
+	if !esc {
+		if !bytes.Contains(raw, []byte("{{")) {
+			return "", false
+		}
+		return string(raw), true
+	}
+	if !bytes.Contains(raw, []byte("{{")) && !hasEscapedBrace(raw) {
+		return "", false
+	}
+	text := jsonUnquote(lit)
+	return text, strings.Contains(text, "{{")
+}
+
+// jsonUnquote decodes a valid string literal (quotes included) as
+// encoding/json, hence strictjson.DecodeValue, does.
+func jsonUnquote(lit []byte) string {
+	var s string
+	if json.Unmarshal(lit, &s) != nil { // not reached: the body is valid
+		return ""
+	}
+	return s
+}
+
+// jsonPath names a string in errors as detokenizer.pathString names the
+// same string of the decoded body.
+func jsonPath(body []byte, stack []jsonFrame) string {
+	if len(stack) == 0 {
+		return "body"
+	}
+	var b strings.Builder
+	for i, f := range stack {
+		if !f.object {
+			b.WriteString("[" + strconv.Itoa(f.index) + "]")
+			continue
+		}
+		if i > 0 {
+			b.WriteByte('.')
+		}
+		name := string(body[f.keyStart:f.keyEnd])
+		if f.keyEsc {
+			name = jsonUnquote(body[f.keyStart-1 : f.keyEnd+1])
+		}
+		b.WriteString(safeMember(name))
+	}
+	return b.String()
+}
+
+// spliceJSON returns body with spans[i] replaced by the JSON encoding of
+// values[i], without HTML escaping.
+func spliceJSON(body []byte, spans []jsonSpan, fields []DetokenizeField, values []any) ([]byte, error) {
+	var out bytes.Buffer
+	out.Grow(len(body) + len(body)/4 + 256)
+	enc := json.NewEncoder(&out)
+	enc.SetEscapeHTML(false)
+	prev := 0
+	for i, sp := range spans {
+		out.Write(body[prev:sp.start])
+		if err := enc.Encode(values[i]); err != nil {
+			return nil, invalid(fields[i].Path, errDetokNotJSON.Error())
+		}
+		out.Truncate(out.Len() - 1) // the newline Encode appends
+		prev = sp.end
+	}
+	out.Write(body[prev:])
+	return out.Bytes(), nil
+}

@@ -1,0 +1,434 @@
+package vaultstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"sort"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+)
+
+// MaxTransformCode bounds a transform's code, in characters (the
+// interface's Reactor code length limit).
+const MaxTransformCode = 50_000
+
+// proxyKeyRandomBytes is the entropy of a proxy key: with require_auth
+// false the key is the only credential, so it is as strong as an API key.
+const proxyKeyRandomBytes = 24
+
+// Proxy is a pre-configured detokenizing proxy: requests sent to it with
+// its key are detokenized and forwarded to DestinationURL.
+type Proxy struct {
+	ID                string            `json:"id"`
+	Key               string            `json:"key"`
+	TenantID          string            `json:"tenant_id"`
+	Name              string            `json:"name"`
+	DestinationURL    string            `json:"destination_url"`
+	RequestTransform  *ProxyTransform   `json:"request_transform,omitempty"`
+	ResponseTransform *ProxyTransform   `json:"response_transform,omitempty"`
+	ApplicationID     string            `json:"application_id,omitempty"`
+	Configuration     map[string]string `json:"configuration,omitempty"`
+	RequireAuth       bool              `json:"require_auth"`
+	CreatedBy         string            `json:"created_by,omitempty"`
+	CreatedAt         *Timestamp        `json:"created_at,omitempty"`
+	ModifiedBy        string            `json:"modified_by,omitempty"`
+	ModifiedAt        *Timestamp        `json:"modified_at,omitempty"`
+}
+
+// ProxyTransform is code run on a proxied request or response.
+type ProxyTransform struct {
+	Code string `json:"code"`
+}
+
+// ApplicationRef names an application by id.
+type ApplicationRef struct {
+	ID string `json:"id"`
+}
+
+// ProxyInput is the body of POST and PUT /proxies, and what a PATCH
+// produces after merging.
+type ProxyInput struct {
+	Name              string            `json:"name"`
+	DestinationURL    string            `json:"destination_url"`
+	RequestTransform  *ProxyTransform   `json:"request_transform,omitempty"`
+	ResponseTransform *ProxyTransform   `json:"response_transform,omitempty"`
+	Application       *ApplicationRef   `json:"application,omitempty"`
+	Configuration     map[string]string `json:"configuration,omitempty"`
+	RequireAuth       *bool             `json:"require_auth,omitempty"`
+	// RequestReactorID and ResponseReactorID are past their shutdown;
+	// either present is a validation error naming the replacement.
+	RequestReactorID  json.RawMessage `json:"request_reactor_id,omitempty"`
+	ResponseReactorID json.RawMessage `json:"response_reactor_id,omitempty"`
+}
+
+// ProxyCheck adds what the caller's configuration refuses in a proxy
+// (a destination outside the egress policy, transform code that cannot
+// run) to v. The store checks everything else.
+type ProxyCheck func(in *ProxyInput, v *ValidationError)
+
+// validate checks the input and, through check, the deployment's rules.
+func (in *ProxyInput) validate(check ProxyCheck) error {
+	v := &ValidationError{}
+	validateName(v, in.Name)
+	if in.DestinationURL == "" {
+		v.Add("destination_url", "destination_url is required")
+	}
+	if in.RequestReactorID != nil {
+		v.Add("request_reactor_id", "request reactors are no longer supported; use request_transform")
+	}
+	if in.ResponseReactorID != nil {
+		v.Add("response_reactor_id", "response reactors are no longer supported; use response_transform")
+	}
+	for field, t := range map[string]*ProxyTransform{"request_transform": in.RequestTransform, "response_transform": in.ResponseTransform} {
+		if t == nil {
+			continue
+		}
+		if t.Code == "" {
+			v.Add(field+".code", "code is required")
+		} else if utf8.RuneCountInString(t.Code) > MaxTransformCode {
+			v.Add(field+".code", "code must be at most 50000 characters")
+		}
+	}
+	if in.Application != nil && !isID(in.Application.ID) {
+		v.Add("application.id", "application.id must be the id of an application")
+	}
+	if check != nil && in.DestinationURL != "" {
+		check(in, v)
+	}
+	return v.OrNil()
+}
+
+// requireAuth is the input's require_auth with its default.
+func (in *ProxyInput) requireAuth() bool { return in.RequireAuth == nil || *in.RequireAuth }
+
+// proxyKeyEntry is what a proxy key's digest points at.
+type proxyKeyEntry struct {
+	TenantID string `json:"tenant_id"`
+	ProxyID  string `json:"proxy_id"`
+}
+
+// newProxyKey returns a fresh proxy key: 192 random bits in base62.
+func newProxyKey() string { return base62(randomBytes(proxyKeyRandomBytes), keyPayloadLen) }
+
+// checkProxyApplication refuses an application that is not a public or
+// private application of the tenant.
+func (s *Store) checkProxyApplication(r Reader, tk *tenantKeys, tenantID string, ref *ApplicationRef) error {
+	if ref == nil {
+		return nil
+	}
+	var app Application
+	err := s.getSealed(r, tk, "application", tenantID, ref.ID, applicationKey(tenantID, ref.ID), &app)
+	if errors.Is(err, ErrNotFound) {
+		return invalid("application.id", "no such application")
+	} else if err != nil {
+		return err
+	}
+	if app.Type != AppPublic && app.Type != AppPrivate {
+		return invalid("application.id", "the application must be a public or private application")
+	}
+	return nil
+}
+
+// apply copies the input onto p.
+func (p *Proxy) apply(in *ProxyInput) {
+	p.Name, p.DestinationURL = in.Name, in.DestinationURL
+	p.RequestTransform, p.ResponseTransform = in.RequestTransform, in.ResponseTransform
+	p.ApplicationID = ""
+	if in.Application != nil {
+		p.ApplicationID = in.Application.ID
+	}
+	p.Configuration = in.Configuration
+	p.RequireAuth = in.requireAuth()
+}
+
+// input is the proxy as the body that would create it.
+func (p *Proxy) input() *ProxyInput {
+	in := &ProxyInput{
+		Name: p.Name, DestinationURL: p.DestinationURL,
+		RequestTransform: p.RequestTransform, ResponseTransform: p.ResponseTransform,
+		Configuration: p.Configuration, RequireAuth: &p.RequireAuth,
+	}
+	if p.ApplicationID != "" {
+		in.Application = &ApplicationRef{ID: p.ApplicationID}
+	}
+	return in
+}
+
+// CreateProxy creates a proxy with a new key.
+func (s *Store) CreateProxy(ctx context.Context, tenantID, actorID string, in ProxyInput, check ProxyCheck) (*Proxy, error) {
+	if err := in.validate(check); err != nil {
+		return nil, err
+	}
+	p := &Proxy{ID: uuid.NewString(), Key: newProxyKey(), TenantID: tenantID, CreatedBy: actorID, CreatedAt: s.stampNow()}
+	p.apply(&in)
+	err := s.kv.Update(ctx, func(w Writer) error {
+		tk, t, err := s.tenantForWrite(w, tenantID)
+		if err != nil {
+			return err
+		}
+		if err := s.checkProxyApplication(w, tk, tenantID, in.Application); err != nil {
+			return err
+		}
+		if err := s.writeAudit(w, tk, t, byActor(actorID, "proxy", p.ID, "create", "proxy created")); err != nil {
+			return err
+		}
+		idx, err := json.Marshal(proxyKeyEntry{TenantID: tenantID, ProxyID: p.ID})
+		if err != nil {
+			return err
+		}
+		if err := w.Put(proxyKeyIndexKey(keyDigest(p.Key)), idx, 0); err != nil {
+			return err
+		}
+		return putSealed(w, tk, "proxy", tenantID, p.ID, proxyKey(tenantID, p.ID), p)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// GetProxy returns a proxy of the tenant.
+func (s *Store) GetProxy(ctx context.Context, tenantID, id string) (*Proxy, error) {
+	if !isID(id) {
+		return nil, ErrNotFound
+	}
+	var p Proxy
+	err := s.kv.View(ctx, func(r Reader) error {
+		tk, err := s.tenantKeysFor(r, tenantID)
+		if err != nil {
+			return err
+		}
+		return s.getSealed(r, tk, "proxy", tenantID, id, proxyKey(tenantID, id), &p)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// ListProxies returns the tenant's proxies, oldest first.
+func (s *Store) ListProxies(ctx context.Context, tenantID string) ([]*Proxy, error) {
+	var out []*Proxy
+	err := s.kv.View(ctx, func(r Reader) error {
+		out = out[:0]
+		tk, err := s.tenantKeysFor(r, tenantID)
+		if err != nil {
+			return err
+		}
+		prefix := proxyPrefix(tenantID)
+		return r.Scan(prefix, nil, func(key, raw []byte) error {
+			var p Proxy
+			if err := tk.openRecord("proxy", tenantID, string(key[len(prefix):]), raw, &p); err != nil {
+				return err
+			}
+			out = append(out, &p)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt.Time) })
+	return out, nil
+}
+
+// UpdateProxy replaces a proxy's settings (PUT); its id and key stay.
+func (s *Store) UpdateProxy(ctx context.Context, tenantID, id, actorID string, in ProxyInput, check ProxyCheck) (*Proxy, error) {
+	return s.changeProxy(ctx, tenantID, id, actorID, func(*Proxy) (*ProxyInput, error) { return &in, nil }, check)
+}
+
+// immutableProxyFields cannot appear in a proxy patch.
+var immutableProxyFields = []string{"id", "key", "tenant_id", "application_id", "created_by", "created_at", "modified_by", "modified_at"}
+
+// PatchProxy applies an RFC 7386 merge patch to a proxy's settings
+// (PATCH), then validates the result as PUT would.
+func (s *Store) PatchProxy(ctx context.Context, tenantID, id, actorID string, patch map[string]any, check ProxyCheck) (*Proxy, error) {
+	v := &ValidationError{}
+	for _, f := range immutableProxyFields {
+		if _, ok := patch[f]; ok {
+			v.Add(f, "cannot be changed")
+		}
+	}
+	if err := v.OrNil(); err != nil {
+		return nil, err
+	}
+	return s.changeProxy(ctx, tenantID, id, actorID, func(p *Proxy) (*ProxyInput, error) {
+		current, err := toJSONValue(p.input())
+		if err != nil {
+			return nil, err
+		}
+		merged, err := json.Marshal(mergePatch(current, patch))
+		if err != nil {
+			return nil, err
+		}
+		var in ProxyInput
+		d := json.NewDecoder(bytes.NewReader(merged))
+		if err := d.Decode(&in); err != nil {
+			return nil, patchTypeError(err)
+		}
+		return &in, nil
+	}, check)
+}
+
+// changeProxy rewrites a proxy with the input that next derives from it.
+func (s *Store) changeProxy(ctx context.Context, tenantID, id, actorID string, next func(*Proxy) (*ProxyInput, error), check ProxyCheck) (*Proxy, error) {
+	if !isID(id) {
+		return nil, ErrNotFound
+	}
+	var p Proxy
+	err := s.kv.Update(ctx, func(w Writer) error {
+		tk, t, err := s.tenantForWrite(w, tenantID)
+		if err != nil {
+			return err
+		}
+		p = Proxy{}
+		if err := s.getSealed(w, tk, "proxy", tenantID, id, proxyKey(tenantID, id), &p); err != nil {
+			return err
+		}
+		in, err := next(&p)
+		if err != nil {
+			return err
+		}
+		if err := in.validate(check); err != nil {
+			return err
+		}
+		if err := s.checkProxyApplication(w, tk, tenantID, in.Application); err != nil {
+			return err
+		}
+		p.apply(in)
+		p.ModifiedBy, p.ModifiedAt = actorID, s.stampNow()
+		if err := s.writeAudit(w, tk, t, byActor(actorID, "proxy", id, "update", "proxy updated")); err != nil {
+			return err
+		}
+		return putSealed(w, tk, "proxy", tenantID, id, proxyKey(tenantID, id), &p)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// DeleteProxy removes a proxy, its key and its whitelabel hostnames.
+func (s *Store) DeleteProxy(ctx context.Context, tenantID, id, actorID string) error {
+	if !isID(id) {
+		return ErrNotFound
+	}
+	return s.kv.Update(ctx, func(w Writer) error {
+		tk, t, err := s.tenantForWrite(w, tenantID)
+		if err != nil {
+			return err
+		}
+		var p Proxy
+		if err := s.getSealed(w, tk, "proxy", tenantID, id, proxyKey(tenantID, id), &p); err != nil {
+			return err
+		}
+		if err := deleteProxyHostnames(w, tenantID, id); err != nil {
+			return err
+		}
+		if err := w.Delete(proxyKeyIndexKey(keyDigest(p.Key))); err != nil {
+			return err
+		}
+		if err := s.writeAudit(w, tk, t, byActor(actorID, "proxy", id, "delete", "proxy deleted")); err != nil {
+			return err
+		}
+		return w.Delete(proxyKey(tenantID, id))
+	})
+}
+
+// ProxyByKey resolves a proxy key to its proxy and tenant. An unknown
+// key, or one whose tenant is gone, is ErrNotFound.
+func (s *Store) ProxyByKey(ctx context.Context, key string) (*Proxy, *Tenant, error) {
+	if key == "" || len(key) > 128 {
+		return nil, nil, ErrNotFound
+	}
+	var p Proxy
+	var t Tenant
+	err := s.kv.View(ctx, func(r Reader) error {
+		raw, err := r.Get(proxyKeyIndexKey(keyDigest(key)))
+		if err != nil {
+			return err
+		}
+		var idx proxyKeyEntry
+		if err := json.Unmarshal(raw, &idx); err != nil {
+			return err
+		}
+		tk, err := s.tenantKeysFor(r, idx.TenantID)
+		if err != nil {
+			return err
+		}
+		if err := s.getSealed(r, tk, "tenant", idx.TenantID, idx.TenantID, tenantKey(idx.TenantID), &t); err != nil {
+			return err
+		}
+		return s.getSealed(r, tk, "proxy", idx.TenantID, idx.ProxyID, proxyKey(idx.TenantID, idx.ProxyID), &p)
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return &p, &t, nil
+}
+
+// ProxyApplication returns the application a proxy runs as when no API
+// key is given: its application, if it still exists.
+func (s *Store) ProxyApplication(ctx context.Context, p *Proxy) (*Application, error) {
+	if p.ApplicationID == "" {
+		return nil, ErrNotFound
+	}
+	return s.GetApplication(ctx, p.TenantID, p.ApplicationID)
+}
+
+// proxyKeyDigests lists the key index entries of a tenant's proxies, for
+// a tenant delete.
+func (s *Store) proxyKeyDigests(r Reader, tk *tenantKeys, tenantID string) ([][]byte, error) {
+	var out [][]byte
+	prefix := proxyPrefix(tenantID)
+	err := r.Scan(prefix, nil, func(key, raw []byte) error {
+		var p Proxy
+		if err := tk.openRecord("proxy", tenantID, string(key[len(prefix):]), raw, &p); err != nil {
+			return err
+		}
+		out = append(out, proxyKeyIndexKey(keyDigest(p.Key)))
+		return nil
+	})
+	return out, err
+}
+
+// toJSONValue converts v to its generic JSON form.
+func toJSONValue(v any) (any, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var out any
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	return out, d.Decode(&out)
+}
+
+// patchTypeError names the member of a merged patch that has the wrong
+// JSON type, without quoting the input.
+func patchTypeError(err error) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" {
+		return invalid(te.Field, te.Field+" has the wrong type; expected "+jsonTypeName(te.Type.Kind().String()))
+	}
+	return invalid("body", "the patched resource is malformed")
+}
+
+// jsonTypeName turns a Go kind into the JSON type a caller should send.
+func jsonTypeName(kind string) string {
+	switch kind {
+	case "string":
+		return "a string"
+	case "bool":
+		return "a boolean"
+	case "map", "struct", "ptr":
+		return "an object"
+	case "slice":
+		return "an array"
+	default:
+		return "a number"
+	}
+}

@@ -57,7 +57,7 @@ func (h *API) Provision(ctx caddy.Context) error {
 func (h *API) wire(app *App, logger *zap.Logger) {
 	h.app, h.store, h.logger = app, app.Store(), logger
 	h.headers = newVaultHeaders(app.HeaderPrefix)
-	h.routes = newRouter(h.apiRoutes())
+	h.routes = newRouter(append(h.apiRoutes(), deprecatedRoutes()...))
 	h.proxy = &forwarder{app: app, store: h.store, headers: h.headers, logger: logger}
 }
 

@@ -211,6 +211,7 @@ func (h *API) apiRoutes() []route {
 		{http.MethodGet, "/tokens/{id}", "token:read", getToken},
 		{http.MethodPatch, "/tokens/{id}", "token:update", updateToken},
 		{http.MethodDelete, "/tokens/{id}", "token:delete", deleteToken},
+		{http.MethodPost, "/tokens/search", "token:search", searchTokens},
 		{http.MethodPost, "/tokenize", "token:create", tokenize},
 		{http.MethodGet, "/tenants/self/reports/usage", "report:read", usageReport},
 

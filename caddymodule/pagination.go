@@ -42,6 +42,14 @@ func pageParams(q url.Values) (number, size int, err error) {
 	return number, size, nil
 }
 
+// pageOffset is the offset of a page, capped so that it cannot overflow.
+func pageOffset(number, size int) int {
+	if number-1 > (1<<31)/size {
+		return 1 << 31
+	}
+	return (number - 1) * size
+}
+
 // paginate cuts one page out of items; a page past the end is empty.
 func paginate[T any](items []T, number, size int) page[T] {
 	total := len(items)

@@ -43,18 +43,11 @@ func listTokens(c *call) error {
 		return err
 	}
 	filter := vaultstore.TokenFilter{IDs: q["id"], Metadata: metadataFilter(c.r.URL.RawQuery)}
-	offset := (number - 1) * size
-	if number-1 > (1<<31)/size {
-		offset = 1 << 31
-	}
-	toks, total, err := c.store.ListTokens(c.ctx(), c.tokenRequest(), filter, offset, size)
+	toks, total, err := c.store.ListTokens(c.ctx(), c.tokenRequest(), filter, pageOffset(number, size), size)
 	if err != nil {
 		return err
 	}
-	return writeJSON(c.w, http.StatusOK, page[*vaultstore.Token]{
-		Pagination: pagination{TotalItems: total, PageNumber: number, PageSize: size, TotalPages: (total + size - 1) / size},
-		Data:       toks,
-	})
+	return writeJSON(c.w, http.StatusOK, tokenPage(toks, total, number, size))
 }
 
 // metadataFilter reads metadata.<key>=<value> query parameters (and the
@@ -132,4 +125,46 @@ func usageReport(c *call) error {
 		return err
 	}
 	return writeJSON(c.w, http.StatusOK, rep)
+}
+
+// searchRequest is the body of POST /tokens/search.
+type searchRequest struct {
+	Query string `json:"query"`
+	Page  *int   `json:"page"`
+	Size  *int   `json:"size"`
+}
+
+// searchTokens: POST /tokens/search, offset-paginated.
+func searchTokens(c *call) error {
+	var in searchRequest
+	if err := c.decode(&in); err != nil {
+		return err
+	}
+	number, size := 1, defaultPageSize
+	if in.Page != nil {
+		if number = *in.Page; number < 1 {
+			return errField("page", "page must be a whole number of at least 1")
+		}
+	}
+	if in.Size != nil {
+		if size = *in.Size; size < 1 || size > maxPageSize {
+			return errField("size", "size must be a whole number from 1 to 100")
+		}
+	}
+	if strings.TrimSpace(in.Query) == "" {
+		return errField("query", "query is required")
+	}
+	toks, total, err := c.store.SearchTokens(c.ctx(), c.tokenRequest(), in.Query, pageOffset(number, size), size)
+	if err != nil {
+		return err
+	}
+	return writeJSON(c.w, http.StatusOK, tokenPage(toks, total, number, size))
+}
+
+// tokenPage is one offset page of tokens out of total.
+func tokenPage(toks []*vaultstore.Token, total, number, size int) page[*vaultstore.Token] {
+	return page[*vaultstore.Token]{
+		Pagination: pagination{TotalItems: total, PageNumber: number, PageSize: size, TotalPages: (total + size - 1) / size},
+		Data:       toks,
+	}
 }

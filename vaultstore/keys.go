@@ -83,6 +83,10 @@ func fingerprintIndexKey(tenantID, fingerprint, id string) []byte {
 	return []byte(keyVersion + "t/" + tenantID + "/fpx/" + fingerprint + "/" + id)
 }
 
+func fingerprintIndexPrefix(tenantID, fingerprint string) []byte {
+	return []byte(keyVersion + "t/" + tenantID + "/fpx/" + fingerprint + "/")
+}
+
 func searchIndexKey(tenantID, hash, id string) []byte {
 	return []byte(keyVersion + "t/" + tenantID + "/six/" + hash + "/" + id)
 }

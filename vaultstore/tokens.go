@@ -493,7 +493,7 @@ func (s *Store) liveHolder(r Reader, tk *tenantKeys, tenantID, fingerprint, exce
 		}
 	}
 	var found *tokenRecord
-	prefix := []byte(keyVersion + "t/" + tenantID + "/fpx/" + fingerprint + "/")
+	prefix := fingerprintIndexPrefix(tenantID, fingerprint)
 	err = r.Scan(prefix, nil, func(key, _ []byte) error {
 		id := lastSegment(key)
 		if id == except || id == string(claim) {

@@ -1,9 +1,9 @@
 package vaultstore
 
 import (
-	"fmt"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"

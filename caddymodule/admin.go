@@ -35,20 +35,43 @@ func (a AdminAPI) Routes() []caddy.AdminRoute {
 	return []caddy.AdminRoute{
 		{Pattern: "/vault/tenants", Handler: caddy.AdminHandlerFunc(a.handleTenants)},
 		{Pattern: "/vault/tenants/", Handler: caddy.AdminHandlerFunc(a.handleTenant)},
+		{Pattern: "/vault/health", Handler: caddy.AdminHandlerFunc(a.handleHealth)},
 	}
 }
 
-// runningStore returns the store of the running vault app.
-func runningStore() (*vaultstore.Store, error) {
+// runningApp returns the running vault app.
+func runningApp() (*App, error) {
 	appIface, err := caddy.ActiveContext().AppIfConfigured("vault")
 	if err != nil || appIface == nil {
 		return nil, caddy.APIError{HTTPStatus: http.StatusServiceUnavailable, Err: errors.New("the vault app is not running")}
 	}
-	store := appIface.(*App).Store()
-	if store == nil {
+	app := appIface.(*App)
+	if app.Store() == nil {
 		return nil, caddy.APIError{HTTPStatus: http.StatusServiceUnavailable, Err: errors.New("the vault store is not open")}
 	}
-	return store, nil
+	return app, nil
+}
+
+// runningStore returns the store of the running vault app.
+func runningStore() (*vaultstore.Store, error) {
+	app, err := runningApp()
+	if err != nil {
+		return nil, err
+	}
+	return app.Store(), nil
+}
+
+// handleHealth: GET /vault/health, 200 when every part of the vault
+// works, else 503 naming the failing part.
+func (a AdminAPI) handleHealth(w http.ResponseWriter, r *http.Request) error {
+	if r.Method != http.MethodGet {
+		return methodNotAllowed(r)
+	}
+	app, err := runningApp()
+	if err != nil {
+		return err
+	}
+	return app.serveHealth(w, r)
 }
 
 // handleTenants: POST /vault/tenants creates a tenant with a management

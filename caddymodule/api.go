@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
@@ -27,6 +28,17 @@ const maxBodyBytes = 1 << 20
 // and in later layers tokens, proxies and reactors. It answers every
 // request it receives; mount it where the API should live.
 type API struct {
+	// HealthPath, when set, answers GET on this path without a key with
+	// the vault's health: 200 when the store answers a write and a read
+	// (and transform workers start), else 503 naming the failing part.
+	// For load balancers; the admin API serves the same at /vault/health.
+	HealthPath string `json:"health_path,omitempty"`
+
+	// RateLimits changes or switches off the interface's rate limits for
+	// this handler. Default: the interface's table.
+	RateLimits *RateLimits `json:"rate_limits,omitempty"`
+
+	limits  limits
 	app     *App
 	store   *vaultstore.Store
 	headers vaultHeaders
@@ -49,16 +61,22 @@ func (h *API) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := h.limits.provision(h.RateLimits); err != nil {
+		return err
+	}
 	h.wire(appIface.(*App), ctx.Logger())
 	return nil
 }
+
+// Cleanup releases the handler's share of the limiter state.
+func (h *API) Cleanup() error { return h.limits.cleanup() }
 
 // wire connects the handler to a provisioned vault app.
 func (h *API) wire(app *App, logger *zap.Logger) {
 	h.app, h.store, h.logger = app, app.Store(), logger
 	h.headers = newVaultHeaders(app.HeaderPrefix)
 	h.routes = newRouter(append(h.apiRoutes(), deprecatedRoutes()...))
-	h.proxy = &forwarder{app: app, store: h.store, headers: h.headers, logger: logger}
+	h.proxy = &forwarder{app: app, store: h.store, headers: h.headers, logger: logger, limits: &h.limits}
 }
 
 // vaultHeaders are the vault's header names under the configured prefix.
@@ -137,35 +155,64 @@ func (h *API) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Hand
 	if extra, ok := r.Context().Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields); ok {
 		extra.Add(zap.String("trace_id", traceID))
 	}
-	if err := h.serve(w, r); err != nil {
-		writeProblem(w, h.logger, traceID, err)
+	rec := &statusRecorder{ResponseWriter: w}
+	op, tenant := h.serve(rec, r)
+	if rec.status == 0 {
+		rec.status = http.StatusOK
 	}
+	if !h.app.MetricsPerTenant {
+		tenant = ""
+	}
+	vaultMetrics.requests.WithLabelValues(op, strconv.Itoa(rec.status), tenant).Inc()
 	return nil
 }
 
-func (h *API) serve(w http.ResponseWriter, r *http.Request) error {
+// serve answers one request, writing any failure as a problem, and
+// returns the operation (for metrics: the route, "proxy" or "unmatched")
+// and the caller's tenant id once known.
+func (h *API) serve(w http.ResponseWriter, r *http.Request) (operation, tenantID string) {
+	if h.HealthPath != "" && r.URL.Path == h.HealthPath && r.Method == http.MethodGet {
+		_ = h.app.serveHealth(w, r)
+		return "health", ""
+	}
 	if suffix, ok := proxyPath(r.URL.EscapedPath()); ok {
 		// a proxy may be invoked without an API key; the forwarder decides
 		h.proxy.serve(w, r, suffix, "")
-		return nil
+		return "proxy", ""
 	}
-	// authentication comes first: without a valid key every path is 401
-	p, err := h.authenticate(r)
-	if err != nil {
-		return err
+	operation = "unmatched"
+	fail := func(err error) (string, string) {
+		writeProblem(w, h.logger, w.Header().Get(h.headers.traceID), err)
+		return operation, tenantID
 	}
-	rt, params, err := h.routes.match(r.Method, r.URL.Path)
-	if err != nil {
-		return err
+	// authentication comes first: without a valid key every path is 401,
+	// once the address's rate limits have counted the attempt
+	p, authErr := h.authenticate(r)
+	rt, params, routeErr := h.routes.match(r.Method, r.URL.Path)
+	if routeErr == nil {
+		operation = rt.method + " " + rt.pattern
+	}
+	if err := h.limits.check(w, limitRequest(r, r.URL.Path, p)); err != nil {
+		return fail(err)
+	}
+	if authErr != nil {
+		return fail(authErr)
+	}
+	tenantID = p.Tenant.ID
+	if routeErr != nil {
+		return fail(routeErr)
 	}
 	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
 		repl.Set("http.auth.user.id", p.Application.ID) // the access log's user_id
 	}
 	if rt.perm != "" && !p.Application.Can(rt.perm) {
-		return vaultstore.ErrForbidden
+		return fail(vaultstore.ErrForbidden)
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
-	return rt.handle(&call{w: w, r: r, params: params, principal: p, store: h.store, api: h})
+	if err := rt.handle(&call{w: w, r: r, params: params, principal: p, store: h.store, api: h}); err != nil {
+		return fail(err)
+	}
+	return operation, tenantID
 }
 
 // proxyPath reports whether an escaped request path invokes a proxy, and
@@ -230,5 +277,6 @@ func (h *API) apiRoutes() []route {
 // Interface guards
 var (
 	_ caddy.Provisioner           = (*API)(nil)
+	_ caddy.CleanerUpper          = (*API)(nil)
 	_ caddyhttp.MiddlewareHandler = (*API)(nil)
 )

@@ -62,6 +62,10 @@ type App struct {
 	// Default: SVC.
 	HeaderPrefix string `json:"header_prefix,omitempty"`
 
+	// MetricsPerTenant labels request metrics with the tenant id. Off by
+	// default: tenant ids in a metrics system are a map of your customers.
+	MetricsPerTenant bool `json:"metrics_per_tenant,omitempty"`
+
 	// Egress says which destinations proxies may reach. Default: https
 	// destinations whose addresses are public, checked at connect time.
 	Egress *EgressConfig `json:"egress,omitempty"`
@@ -146,6 +150,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 			MasterKey:  key,
 			SyncWrites: *a.SyncWrites,
 			Logger:     a.logger.Named("store"),
+			Events:     countStoreEvent,
 		})
 		if err != nil {
 			return nil, err
@@ -158,6 +163,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 	a.poolKey = dir
 	ps := val.(pooledStore)
 	a.store = ps.Store
+	if err := registerMetrics(ctx.GetMetricsRegistry(), a.store); err != nil {
+		return fmt.Errorf("registering metrics: %w", err)
+	}
 	if loaded {
 		if !a.store.MasterKeyMatches(key) {
 			return errors.New("the master key differs from the one the running store was opened with; restart Caddy to change it")

@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"strconv"
+	"strings"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -127,17 +128,36 @@ func parseVaultAPI(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) 
 
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
 //
-//	vault_api
+//	vault_api {
+//	    health_path <path>
+//	    rate_limits off | { <rule> off | <rule> <limit> <period> [block <duration>] }
+//	}
 //
 // The handler answers every request that reaches it with the vault's REST
-// API; the vault app's global option configures it.
+// API; the vault app's global option configures the vault itself.
 func (h *API) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // directive name
 	if d.NextArg() {
 		return d.ArgErr()
 	}
-	if d.NextBlock(0) {
-		return d.Errf("vault_api takes no options")
+	for d.NextBlock(0) {
+		switch d.Val() {
+		case "health_path":
+			if !d.Args(&h.HealthPath) || d.NextArg() {
+				return d.ArgErr()
+			}
+			if !strings.HasPrefix(h.HealthPath, "/") {
+				return d.Errf("health_path must start with /")
+			}
+		case "rate_limits":
+			cfg, err := unmarshalRateLimits(d)
+			if err != nil {
+				return err
+			}
+			h.RateLimits = cfg
+		default:
+			return d.Errf("unrecognized vault_api option %q", d.Val())
+		}
 	}
 	return nil
 }

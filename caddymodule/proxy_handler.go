@@ -31,7 +31,12 @@ type ProxyHandler struct {
 	// (POST /vault/tenants/{id}/hostnames on the admin API).
 	ProxyKey string `json:"proxy_key,omitempty"`
 
+	// RateLimits changes or switches off the rate limits; default the
+	// interface's table, whose whitelabel rows count by host and address.
+	RateLimits *RateLimits `json:"rate_limits,omitempty"`
+
 	key     string
+	limits  limits
 	forward *forwarder
 }
 
@@ -58,9 +63,16 @@ func (h *ProxyHandler) Provision(ctx caddy.Context) error {
 			return errors.New("proxy_key: the placeholder resolved to nothing")
 		}
 	}
-	h.forward = &forwarder{app: app, store: app.Store(), headers: newVaultHeaders(app.HeaderPrefix), logger: ctx.Logger()}
+	if err := h.limits.provision(h.RateLimits); err != nil {
+		return err
+	}
+	h.forward = &forwarder{app: app, store: app.Store(), headers: newVaultHeaders(app.HeaderPrefix), logger: ctx.Logger(),
+		limits: &h.limits, whitelabel: true}
 	return nil
 }
+
+// Cleanup releases the handler's share of the limiter state.
+func (h *ProxyHandler) Cleanup() error { return h.limits.cleanup() }
 
 // Validate checks the configuration without side effects.
 func (h *ProxyHandler) Validate() error {
@@ -124,7 +136,9 @@ func parseVaultProxy(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error
 
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
 //
-//	vault_proxy [<proxy key placeholder>]
+//	vault_proxy [<proxy key placeholder>] {
+//	    rate_limits off | { <rule> off | <rule> <limit> <period> [block <duration>] }
+//	}
 func (h *ProxyHandler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // directive name
 	if d.NextArg() {
@@ -133,8 +147,15 @@ func (h *ProxyHandler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if d.NextArg() {
 		return d.ArgErr()
 	}
-	if d.NextBlock(0) {
-		return d.Errf("vault_proxy takes no options")
+	for d.NextBlock(0) {
+		if d.Val() != "rate_limits" {
+			return d.Errf("unrecognized vault_proxy option %q", d.Val())
+		}
+		cfg, err := unmarshalRateLimits(d)
+		if err != nil {
+			return err
+		}
+		h.RateLimits = cfg
 	}
 	return nil
 }
@@ -142,6 +163,7 @@ func (h *ProxyHandler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 // Interface guards
 var (
 	_ caddy.Provisioner           = (*ProxyHandler)(nil)
+	_ caddy.CleanerUpper          = (*ProxyHandler)(nil)
 	_ caddy.Validator             = (*ProxyHandler)(nil)
 	_ caddyhttp.MiddlewareHandler = (*ProxyHandler)(nil)
 	_ caddyfile.Unmarshaler       = (*ProxyHandler)(nil)

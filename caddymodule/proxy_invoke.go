@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tokenvault/tokenvault/egress"
+	"github.com/tokenvault/tokenvault/ratelimit"
 	"github.com/tokenvault/tokenvault/vaultstore"
 	"github.com/tokenvault/tokenvault/vaultstore/strictjson"
 )
@@ -41,12 +42,16 @@ type forwarder struct {
 	store   *vaultstore.Store
 	headers vaultHeaders
 	logger  *zap.Logger
+	limits  *limits
+	// whitelabel: invoked at the root of a host of its own (vault_proxy)
+	whitelabel bool
 }
 
 // invocation is one resolved proxy call.
 type invocation struct {
-	proxy  *vaultstore.Proxy // nil for an ephemeral proxy
-	tenant *vaultstore.Tenant
+	proxy     *vaultstore.Proxy     // nil for an ephemeral proxy
+	principal *vaultstore.Principal // the API key's, nil without one
+	tenant    *vaultstore.Tenant
 	// app detokenizes: the API key's application, or without a key the
 	// proxy's application; nil when neither is there.
 	app  *vaultstore.Application
@@ -65,6 +70,9 @@ func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, suffix, pinned
 
 func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, suffix, pinnedKey string) error {
 	inv, err := f.resolve(r, pinnedKey)
+	if lerr := f.limits.check(w, f.limitRequest(r, inv)); lerr != nil {
+		return lerr
+	}
 	if err != nil {
 		return err
 	}
@@ -87,10 +95,14 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, suffix, pinn
 		out.Body = http.NoBody
 	}
 	out.Header = f.outboundHeaders(r.Header)
+	sent := time.Now()
 	resp, err := f.app.transport.RoundTrip(out)
 	if err != nil {
+		vaultMetrics.destinationStatus.WithLabelValues("failed").Inc()
 		return f.roundTripError(r.Context(), ctx, body, err)
 	}
+	vaultMetrics.destinationTime.Observe(time.Since(sent).Seconds())
+	vaultMetrics.destinationStatus.WithLabelValues(statusClass(resp.StatusCode)).Inc()
 	defer resp.Body.Close()
 	return f.relay(w, resp)
 }
@@ -123,7 +135,7 @@ func (f *forwarder) resolve(r *http.Request, pinnedKey string) (*invocation, err
 	} else if err != nil {
 		return nil, err
 	}
-	inv := &invocation{proxy: p, tenant: t}
+	inv := &invocation{proxy: p, tenant: t, principal: principal}
 	switch {
 	case principal != nil && principal.Tenant.ID != t.ID:
 		return nil, vaultstore.ErrUnauthenticated
@@ -174,7 +186,25 @@ func (f *forwarder) resolveEphemeral(r *http.Request, principal *vaultstore.Prin
 	if err != nil {
 		return nil, err
 	}
-	return &invocation{tenant: principal.Tenant, app: principal.Application, dest: dest}, nil
+	return &invocation{tenant: principal.Tenant, principal: principal, app: principal.Application, dest: dest}, nil
+}
+
+// limitRequest describes a proxy call to the limiter: a call without an
+// API key, or at a whitelabel host, counts by proxy and host too.
+func (f *forwarder) limitRequest(r *http.Request, inv *invocation) *ratelimit.Request {
+	if inv == nil {
+		return limitRequest(r, r.URL.Path, nil)
+	}
+	req := limitRequest(r, r.URL.Path, inv.principal)
+	req.Unauthenticated = inv.principal == nil
+	if inv.proxy != nil {
+		req.ProxyKey = inv.proxy.ID // an identifier, not the key itself
+	}
+	if f.whitelabel {
+		req.Whitelabel = true
+		req.Hostname, _, _ = strings.Cut(r.Host, ":")
+	}
+	return req
 }
 
 // targetURL appends the path suffix and the query (without the proxy key

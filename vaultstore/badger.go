@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
@@ -31,8 +32,16 @@ type badgerKV struct {
 	stop   chan struct{}
 	wg     sync.WaitGroup
 
+	gcRuns atomic.Int64
+
 	closeOnce sync.Once
 	closeErr  error
+}
+
+// stats reports the engine's sizes and GC passes.
+func (kv *badgerKV) stats() Stats {
+	lsm, vlog := kv.db.Size()
+	return Stats{LSMBytes: lsm, VLogBytes: vlog, GCRuns: kv.gcRuns.Load()}
 }
 
 // badgerOptions are the Badger settings the vault exposes.
@@ -81,7 +90,11 @@ func (kv *badgerKV) gcLoop() {
 // runGC rewrites value-log files until Badger finds nothing worth rewriting.
 func (kv *badgerKV) runGC() {
 	for i := 0; i < 100; i++ {
-		if err := kv.db.RunValueLogGC(0.5); err != nil {
+		err := kv.db.RunValueLogGC(0.5)
+		if err == nil {
+			kv.gcRuns.Add(1)
+		}
+		if err != nil {
 			if !errors.Is(err, badger.ErrNoRewrite) && !errors.Is(err, badger.ErrRejected) {
 				kv.logger.Warn("value log gc failed", zap.Error(err))
 			}

@@ -273,7 +273,11 @@ func (s *Store) commitDetokenize(ctx context.Context, tenantID string, d *detoke
 		rec.TokenIDs = ids
 		audit = &rec
 	}
-	return s.recordAccess(ctx, tenantID, todo, audit)
+	if err := s.recordAccess(ctx, tenantID, todo, audit); err != nil {
+		return err
+	}
+	s.emit(EventDetokenized, "", len(ids))
+	return nil
 }
 
 // displayTokenID quotes a token id for an error message, unless it does

@@ -26,6 +26,7 @@ package vaultstore
 //	v1/hostname/{hostname}                 whitelabel hostname: tenant and proxy
 //	v1/t/{tenant}/host/{hostname}          the tenant's side of a hostname, for listing and deletes
 //	v1/t/{tenant}/log/{inverted ns hex}{rand}  audit record, sealed, expires with the log retention
+//	v1/health                              the health check's last write (a timestamp)
 //
 // Everything a tenant owns lives under v1/t/{tenant}/, so deleting a tenant
 // is one prefix delete once its data keys are gone.

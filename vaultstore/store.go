@@ -29,6 +29,9 @@ type Options struct {
 	// WrapKV, when set, wraps the storage engine; tests inject faults
 	// with it.
 	WrapKV func(KV) KV
+	// Events, when set, is told of each counted change once it has
+	// committed (for metrics); it must not block.
+	Events func(Event)
 }
 
 // Store is the vault's state: tenants, applications, API keys and, in
@@ -41,6 +44,7 @@ type Store struct {
 	now      func() time.Time
 	logger   *zap.Logger
 	dir      string
+	events   func(Event)
 
 	stop      chan struct{}
 	ctx       context.Context // cancelled by Close, for background work
@@ -106,7 +110,7 @@ func Open(o Options) (*Store, error) {
 	if o.WrapKV != nil {
 		engine = o.WrapKV(kv)
 	}
-	s := &Store{kv: engine, keys: keys, cvc: cvc, keyCheck: keyCheck(o.MasterKey), now: o.Now, logger: o.Logger, dir: dir, stop: make(chan struct{})}
+	s := &Store{kv: engine, keys: keys, cvc: cvc, keyCheck: keyCheck(o.MasterKey), now: o.Now, logger: o.Logger, dir: dir, events: o.Events, stop: make(chan struct{})}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.wg.Add(2)
 	go s.sweepLoop()

@@ -74,7 +74,9 @@ func (s *Store) purgeExpired(ctx context.Context, now time.Time) error {
 // token that expires then (an update may have moved its expiry).
 func (s *Store) purgeOne(ctx context.Context, key []byte, now time.Time) error {
 	at, tid, id, ok := parseExpiryKey(key)
-	return s.kv.Update(ctx, func(w Writer) error {
+	purged := ""
+	err := s.kv.Update(ctx, func(w Writer) error {
+		purged = ""
 		if err := w.Delete(key); err != nil || !ok {
 			return err
 		}
@@ -97,8 +99,13 @@ func (s *Store) purgeOne(ctx context.Context, key []byte, now time.Time) error {
 		if err := s.removeToken(w, &rec); err != nil {
 			return err
 		}
+		purged = rec.Type
 		return s.countToken(w, rec.Type, tid, -1, nil)
 	})
+	if err == nil && purged != "" {
+		s.emit(EventTokenExpired, purged, 1)
+	}
+	return err
 }
 
 // parseExpiryKey splits v1/exp/{ns hex}/{tenant}/{token}.

@@ -34,12 +34,14 @@ func (s *Store) Tokenize(ctx context.Context, req TokenRequest, body any) (any, 
 	if limit := req.Tenant.Quotas.TokenizeLimit; limit > 0 && len(items) > limit {
 		return nil, invalid("body", fmt.Sprintf("the request would create %d tokens; the tenant's tokenize limit is %d", len(items), limit))
 	}
+	created := map[string]int{} // by type, for metrics
 	err := s.kv.Update(ctx, func(w Writer) error {
 		tk, t, err := s.tenantForWrite(w, req.Tenant.ID)
 		if err != nil {
 			return err
 		}
 		ids := make([]string, 0, len(items))
+		clear(created)
 		for _, it := range items {
 			rec, dedupe, err := s.buildToken(t, tk, req.Application.ID, it.input)
 			if err != nil {
@@ -54,6 +56,9 @@ func (s *Store) Tokenize(ctx context.Context, req TokenRequest, body any) (any, 
 				return prefixed(it.path, err)
 			}
 			ids = append(ids, got.ID)
+			if !deduplicated {
+				created[got.Type]++
+			}
 			if it.plain {
 				it.set(got.ID)
 				continue
@@ -73,6 +78,9 @@ func (s *Store) Tokenize(ctx context.Context, req TokenRequest, body any) (any, 
 	})
 	if err != nil {
 		return nil, err
+	}
+	for tokenType, n := range created {
+		s.emit(EventTokenCreated, tokenType, n)
 	}
 	return root[0], nil
 }

@@ -564,6 +564,7 @@ type TokenRequest struct {
 // for the caller.
 func (s *Store) CreateToken(ctx context.Context, req TokenRequest, in TokenInput) (*Token, error) {
 	var out *Token
+	var created bool
 	err := s.kv.Update(ctx, func(w Writer) error {
 		tk, t, err := s.tenantForWrite(w, req.Tenant.ID)
 		if err != nil {
@@ -589,8 +590,12 @@ func (s *Store) CreateToken(ctx context.Context, req TokenRequest, in TokenInput
 			return err
 		}
 		out, err = s.shapeCreated(req.Application, got, transform, deduplicated)
+		created = !deduplicated
 		return err
 	})
+	if err == nil && created {
+		s.emit(EventTokenCreated, out.Type, 1)
+	}
 	return out, err
 }
 
@@ -821,7 +826,8 @@ func (s *Store) ListTokens(ctx context.Context, req TokenRequest, f TokenFilter,
 
 // DeleteToken deletes a token and its index entries.
 func (s *Store) DeleteToken(ctx context.Context, req TokenRequest, id string) error {
-	return s.kv.Update(ctx, func(w Writer) error {
+	var tokenType string
+	err := s.kv.Update(ctx, func(w Writer) error {
 		tk, t, err := s.tenantForWrite(w, req.Tenant.ID)
 		if err != nil {
 			return err
@@ -839,6 +845,11 @@ func (s *Store) DeleteToken(ctx context.Context, req TokenRequest, id string) er
 		if err := s.writeAudit(w, tk, t, byApp(req.Application, "token", rec.ID, "delete", "token deleted")); err != nil {
 			return err
 		}
+		tokenType = rec.Type
 		return s.countToken(w, rec.Type, rec.TenantID, -1, nil)
 	})
+	if err == nil {
+		s.emit(EventTokenDeleted, tokenType, 1)
+	}
+	return err
 }

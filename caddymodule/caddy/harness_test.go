@@ -123,6 +123,11 @@ type serverOpts struct {
 	VaultExtra string
 	// ExtraSites are more site blocks appended to the Caddyfile.
 	ExtraSites string
+	// RateLimits turns the rate limits on (the interface's table); tests
+	// that send many requests from 127.0.0.1 leave them off.
+	RateLimits bool
+	// APIOptions are more lines inside the vault_api block.
+	APIOptions string
 	// Env is extra environment for the process and the CLI, NAME=value;
 	// it overrides the harness's own variables.
 	Env []string
@@ -195,9 +200,20 @@ http://127.0.0.1:%d {
 		}
 	}
 %s
-	vault_api
+	vault_api {
+		%s
+		%s
+	}
 }
-%s`, s.adminPort, s.opts.Storage, keyLine, s.opts.VaultExtra, s.apiPort, s.accessLog, siteExtra, s.opts.ExtraSites)
+%s`, s.adminPort, s.opts.Storage, keyLine, s.opts.VaultExtra, s.apiPort, s.accessLog, siteExtra, s.rateLimitsLine(), s.opts.APIOptions, s.opts.ExtraSites)
+}
+
+// rateLimitsLine is vault_api's rate_limits option.
+func (s *server) rateLimitsLine() string {
+	if s.opts.RateLimits {
+		return "# rate limits: the interface's table"
+	}
+	return "rate_limits off"
 }
 
 // env is the process environment: the test's own, with HOME and Caddy's

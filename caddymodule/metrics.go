@@ -1,0 +1,138 @@
+package caddymodule
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tokenvault/tokenvault/vaultstore"
+)
+
+// The vault's metrics live for the process, across config reloads, and
+// are registered in each config's registry, which Caddy serves on its
+// admin endpoint's /metrics and through the metrics handler. No label
+// carries tenant data; tenant ids appear only when the operator sets
+// metrics_per_tenant.
+var vaultMetrics = struct {
+	requests          *prometheus.CounterVec
+	tokens            *prometheus.CounterVec
+	detokenized       prometheus.Counter
+	destinationTime   prometheus.Histogram
+	destinationStatus *prometheus.CounterVec
+	rateLimited       *prometheus.CounterVec
+}{
+	requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "tokenvault", Name: "requests_total",
+		Help: "API and proxy requests by operation and status code.",
+	}, []string{"operation", "code", "tenant"}),
+	tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "tokenvault", Name: "tokens_total",
+		Help: "Tokens created, deleted and expired, by token type.",
+	}, []string{"event", "type"}),
+	detokenized: prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "tokenvault", Name: "detokenized_tokens_total",
+		Help: "Tokens detokenized (each distinct token of a request counts once).",
+	}),
+	destinationTime: prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: "tokenvault", Name: "proxy_destination_seconds",
+		Help:    "Time from sending a proxied request to the destination's response headers.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 12),
+	}),
+	destinationStatus: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "tokenvault", Name: "proxy_destination_responses_total",
+		Help: "Destination responses by status class (1xx..5xx), and failures to get one.",
+	}, []string{"class"}),
+	rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "tokenvault", Name: "rate_limited_total",
+		Help: "Requests refused by a rate limit, by the limit's scope.",
+	}, []string{"scope"}),
+}
+
+// registerMetrics adds the vault's collectors and the store's to a
+// config's registry.
+func registerMetrics(reg *prometheus.Registry, store *vaultstore.Store) error {
+	collectors := []prometheus.Collector{
+		vaultMetrics.requests, vaultMetrics.tokens, vaultMetrics.detokenized,
+		vaultMetrics.destinationTime, vaultMetrics.destinationStatus, vaultMetrics.rateLimited,
+		storeCollector{store},
+	}
+	for _, c := range collectors {
+		if err := reg.Register(c); err != nil {
+			var already prometheus.AlreadyRegisteredError
+			if !errors.As(err, &already) {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// countStoreEvent turns a store event into metrics.
+func countStoreEvent(e vaultstore.Event) {
+	switch e.Kind {
+	case vaultstore.EventTokenCreated:
+		vaultMetrics.tokens.WithLabelValues("created", e.TokenType).Add(float64(e.Count))
+	case vaultstore.EventTokenDeleted:
+		vaultMetrics.tokens.WithLabelValues("deleted", e.TokenType).Add(float64(e.Count))
+	case vaultstore.EventTokenExpired:
+		vaultMetrics.tokens.WithLabelValues("expired", e.TokenType).Add(float64(e.Count))
+	case vaultstore.EventDetokenized:
+		vaultMetrics.detokenized.Add(float64(e.Count))
+	}
+}
+
+// statusClass is "2xx" for 204.
+func statusClass(code int) string {
+	if code < 100 || code > 599 {
+		return "other"
+	}
+	return strconv.Itoa(code/100) + "xx"
+}
+
+// storeCollector reports the store's size and garbage collection on
+// every scrape.
+type storeCollector struct{ store *vaultstore.Store }
+
+var (
+	storeSizeDesc = prometheus.NewDesc("tokenvault_store_size_bytes", "Size of the store on disk, by part (lsm: keys, vlog: values).", []string{"part"}, nil)
+	storeGCDesc   = prometheus.NewDesc("tokenvault_store_gc_runs_total", "Value-log garbage collection passes that rewrote a file.", nil, nil)
+)
+
+// Describe implements prometheus.Collector.
+func (c storeCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- storeSizeDesc
+	ch <- storeGCDesc
+}
+
+// Collect implements prometheus.Collector.
+func (c storeCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.store.Stats()
+	ch <- prometheus.MustNewConstMetric(storeSizeDesc, prometheus.GaugeValue, float64(st.LSMBytes), "lsm")
+	ch <- prometheus.MustNewConstMetric(storeSizeDesc, prometheus.GaugeValue, float64(st.VLogBytes), "vlog")
+	ch <- prometheus.MustNewConstMetric(storeGCDesc, prometheus.CounterValue, float64(st.GCRuns))
+}
+
+// statusRecorder remembers the status a handler sent.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }

@@ -1,0 +1,211 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/tokenvault/tokenvault/ratelimit"
+	"github.com/tokenvault/tokenvault/vaultstore"
+)
+
+// RateLimits configures the rate limits of one handler: the interface's
+// table by default, with rows changed or switched off, or none at all.
+type RateLimits struct {
+	// Off switches every limit off for this handler (benchmarks, trusted
+	// internal callers).
+	Off bool `json:"off,omitempty"`
+	// Rules change rows of the default table, by name (test-tenant,
+	// api-tokens-search, api-tokens-list, api-tokens-create,
+	// api-account-updater, private-application, public-application,
+	// management-application, proxy-key, proxy-hostname, global,
+	// legacy-api-key).
+	Rules map[string]RateLimitRule `json:"rules,omitempty"`
+}
+
+// RateLimitRule changes one row of the table.
+type RateLimitRule struct {
+	// Off removes the row.
+	Off bool `json:"off,omitempty"`
+	// Limit requests per Per.
+	Limit int            `json:"limit,omitempty"`
+	Per   caddy.Duration `json:"per,omitempty"`
+	// Block, when set, blocks the counter this long once over the rate.
+	Block caddy.Duration `json:"block,omitempty"`
+}
+
+// rules is the effective table; nil when limits are off.
+func (c *RateLimits) rules() ([]ratelimit.Rule, error) {
+	if c != nil && c.Off {
+		return nil, nil
+	}
+	rules := ratelimit.DefaultRules()
+	if c == nil {
+		return rules, nil
+	}
+	for name, change := range c.Rules {
+		i := slices.IndexFunc(rules, func(r ratelimit.Rule) bool { return r.Name == name })
+		if i < 0 {
+			return nil, fmt.Errorf("rate_limits: no rule named %q", name)
+		}
+		if change.Off {
+			rules = slices.Delete(rules, i, i+1)
+			continue
+		}
+		if change.Limit < 1 || change.Per <= 0 || change.Block < 0 {
+			return nil, fmt.Errorf("rate_limits: rule %q needs a limit of at least 1 and a positive period", name)
+		}
+		rules[i].Limit, rules[i].Per, rules[i].Block = change.Limit, time.Duration(change.Per), time.Duration(change.Block)
+	}
+	return rules, nil
+}
+
+// limiters hold limiter state across config reloads, keyed by the table
+// they enforce, so a reload does not hand every client a fresh budget.
+var limiters = caddy.NewUsagePool()
+
+type pooledLimiter struct{ *ratelimit.Limiter }
+
+func (pooledLimiter) Destruct() error { return nil }
+
+// limits is a handler's rate limiting.
+type limits struct {
+	limiter *ratelimit.Limiter // nil: off
+	poolKey string
+}
+
+// provision loads (or shares) the limiter for the configuration.
+func (l *limits) provision(cfg *RateLimits) error {
+	rules, err := cfg.rules()
+	if err != nil || rules == nil {
+		return err
+	}
+	raw, _ := json.Marshal(cfg)
+	l.poolKey = "ratelimit:" + string(raw)
+	val, _, err := limiters.LoadOrNew(l.poolKey, func() (caddy.Destructor, error) {
+		return pooledLimiter{ratelimit.New(ratelimit.Options{Rules: rules})}, nil
+	})
+	if err != nil {
+		return err
+	}
+	l.limiter = val.(pooledLimiter).Limiter
+	return nil
+}
+
+// cleanup releases this config's reference to the limiter.
+func (l *limits) cleanup() error {
+	if l.poolKey == "" {
+		return nil
+	}
+	_, err := limiters.Delete(l.poolKey)
+	return err
+}
+
+// check decides a request, sets the RateLimit headers, and returns a 429
+// error when it is over a limit.
+func (l *limits) check(w http.ResponseWriter, req *ratelimit.Request) error {
+	if l.limiter == nil {
+		return nil
+	}
+	d := l.limiter.Allow(req)
+	d.Headers(w.Header())
+	if d.Allowed {
+		return nil
+	}
+	vaultMetrics.rateLimited.WithLabelValues(d.Rule).Inc()
+	return errStatus(http.StatusTooManyRequests, "too many requests; retry after the time in Retry-After")
+}
+
+// limitRequest describes a request to the limiter: the client address as
+// Caddy resolved it (honouring trusted_proxies; an IPv6 client counts by
+// its /64, which one host usually holds whole), and the caller once
+// authenticated. A tenant whose rate_limit quota is "exempt" is limited
+// by address only.
+func limitRequest(r *http.Request, path string, p *vaultstore.Principal) *ratelimit.Request {
+	req := &ratelimit.Request{IP: clientIP(r), Method: r.Method, Path: path}
+	if p != nil && p.Tenant.Quotas.RateLimit != vaultstore.RateLimitExempt {
+		req.APIKey, req.TenantType, req.AppType = p.KeyID, p.Tenant.Type, p.Application.Type
+	}
+	return req
+}
+
+// clientIP is the request's client address for rate limiting.
+func clientIP(r *http.Request) string {
+	s, _ := caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey).(string)
+	if s == "" {
+		s = r.RemoteAddr
+		if host, _, err := net.SplitHostPort(s); err == nil {
+			s = host
+		}
+	}
+	addr, err := netip.ParseAddr(s)
+	if err != nil {
+		return s
+	}
+	addr = addr.Unmap().WithZone("")
+	if addr.Is6() {
+		return netip.PrefixFrom(addr, 64).Masked().String()
+	}
+	return addr.String()
+}
+
+// unmarshalRateLimits reads a handler's rate_limits option:
+//
+//	rate_limits off
+//	rate_limits {
+//	    <rule> off
+//	    <rule> <limit> <period> [block <duration>]
+//	}
+func unmarshalRateLimits(d *caddyfile.Dispenser) (*RateLimits, error) {
+	cfg := &RateLimits{}
+	if d.NextArg() {
+		if d.Val() != "off" || d.NextArg() {
+			return nil, d.Err("rate_limits takes 'off' or a block of rules")
+		}
+		cfg.Off = true
+		return cfg, nil
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		name := d.Val()
+		args := d.RemainingArgs()
+		var rule RateLimitRule
+		switch {
+		case len(args) == 1 && args[0] == "off":
+			rule.Off = true
+		case len(args) == 2 || (len(args) == 4 && args[2] == "block"):
+			if _, err := fmt.Sscan(args[0], &rule.Limit); err != nil {
+				return nil, d.Errf("rate_limits %s: limit %q is not a number", name, args[0])
+			}
+			per, err := caddy.ParseDuration(args[1])
+			if err != nil {
+				return nil, d.Errf("rate_limits %s: %v", name, err)
+			}
+			rule.Per = caddy.Duration(per)
+			if len(args) == 4 {
+				block, err := caddy.ParseDuration(args[3])
+				if err != nil {
+					return nil, d.Errf("rate_limits %s: %v", name, err)
+				}
+				rule.Block = caddy.Duration(block)
+			}
+		default:
+			return nil, d.Errf("rate_limits %s: want 'off' or '<limit> <period> [block <duration>]'", name)
+		}
+		if cfg.Rules == nil {
+			cfg.Rules = map[string]RateLimitRule{}
+		}
+		cfg.Rules[name] = rule
+	}
+	if _, err := cfg.rules(); err != nil {
+		return nil, d.Err(err.Error())
+	}
+	return cfg, nil
+}

@@ -1,0 +1,44 @@
+package vaultstore
+
+// Kinds of Event.
+const (
+	EventTokenCreated = "token_created"
+	EventTokenDeleted = "token_deleted"
+	EventTokenExpired = "token_expired"
+	EventDetokenized  = "detokenized"
+)
+
+// Event is something the store did that operators count (metrics). It
+// carries no tenant data: a kind, a token type and a count.
+type Event struct {
+	Kind      string
+	TokenType string
+	Count     int
+}
+
+// emit reports an event to Options.Events, after the change committed.
+func (s *Store) emit(kind, tokenType string, count int) {
+	if s.events != nil && count > 0 {
+		s.events(Event{Kind: kind, TokenType: tokenType, Count: count})
+	}
+}
+
+// Stats are the storage engine's figures.
+type Stats struct {
+	LSMBytes  int64 // the key index
+	VLogBytes int64 // the value log
+	GCRuns    int64 // value-log garbage collection passes that rewrote a file
+}
+
+// Stats returns the storage engine's figures.
+func (s *Store) Stats() Stats {
+	if st, ok := s.kv.(interface{ stats() Stats }); ok {
+		return st.stats()
+	}
+	if w, ok := s.kv.(interface{ Unwrap() KV }); ok {
+		if st, ok := w.Unwrap().(interface{ stats() Stats }); ok {
+			return st.stats()
+		}
+	}
+	return Stats{}
+}

@@ -36,6 +36,7 @@ func (a AdminAPI) Routes() []caddy.AdminRoute {
 		{Pattern: "/vault/tenants", Handler: caddy.AdminHandlerFunc(a.handleTenants)},
 		{Pattern: "/vault/tenants/", Handler: caddy.AdminHandlerFunc(a.handleTenant)},
 		{Pattern: "/vault/health", Handler: caddy.AdminHandlerFunc(a.handleHealth)},
+		{Pattern: "/vault/master-key", Handler: caddy.AdminHandlerFunc(a.handleMasterKey)},
 	}
 }
 
@@ -132,6 +133,22 @@ func (a AdminAPI) handleTenant(w http.ResponseWriter, r *http.Request) error {
 			return adminError(err)
 		}
 		return writeJSON(w, http.StatusOK, t)
+	case parts[1] == "data-keys" && len(parts) == 2:
+		switch r.Method {
+		case http.MethodGet:
+			st, err := store.DataKeyStatus(r.Context(), id)
+			if err != nil {
+				return adminError(err)
+			}
+			return writeJSON(w, http.StatusOK, st)
+		case http.MethodPost:
+			st, err := store.RotateDataKey(r.Context(), id)
+			if err != nil {
+				return adminError(err)
+			}
+			return writeJSON(w, http.StatusAccepted, st)
+		}
+		return methodNotAllowed(r)
 	case parts[1] == "hostnames" && len(parts) == 2:
 		return a.hostnames(w, r, store, id)
 	case parts[1] == "hostnames" && len(parts) == 3:
@@ -193,6 +210,40 @@ func (a AdminAPI) hostnames(w http.ResponseWriter, r *http.Request, store *vault
 		return writeJSON(w, http.StatusOK, list)
 	}
 	return methodNotAllowed(r)
+}
+
+// handleMasterKey: POST /vault/master-key {"master_key": "<placeholder>"}
+// rewraps every wrapped key under the master key the placeholder names
+// (resolved in the server's environment) while the vault keeps serving.
+func (a AdminAPI) handleMasterKey(w http.ResponseWriter, r *http.Request) error {
+	if r.Method != http.MethodPost {
+		return methodNotAllowed(r)
+	}
+	store, err := runningStore()
+	if err != nil {
+		return err
+	}
+	var in struct {
+		MasterKey string `json:"master_key"`
+	}
+	if err := decodeAdminBody(w, r, &in); err != nil {
+		return err
+	}
+	if !isPlaceholder(in.MasterKey) {
+		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: errors.New("master_key must be a placeholder such as {env.NEW_MASTER_KEY}, never the key itself")}
+	}
+	key, err := decodeMasterKey(caddy.NewReplacer().ReplaceAll(in.MasterKey, ""))
+	if err != nil {
+		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: err}
+	}
+	defer clear(key)
+	if err := store.RotateMasterKey(r.Context(), key); err != nil {
+		return adminError(err)
+	}
+	return writeJSON(w, http.StatusOK, map[string]string{
+		"status":    "rotated",
+		"next_step": "set master_key to " + in.MasterKey + " in the configuration before the next start or reload",
+	})
 }
 
 // decodeAdminBody reads a JSON body under the vault's input rules.

@@ -52,6 +52,10 @@ type App struct {
 	// It must not be inside Storage.
 	MasterKeyFile string `json:"master_key_file,omitempty"`
 
+	// PreviousMasterKeys are placeholders of earlier master keys, needed
+	// only to finish a master key rotation that was interrupted.
+	PreviousMasterKeys []string `json:"previous_master_keys,omitempty"`
+
 	// SyncWrites makes every acknowledged write durable against power loss.
 	// Default: true.
 	SyncWrites *bool `json:"sync_writes,omitempty"`
@@ -144,10 +148,20 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return err
 	}
 	defer clear(key)
+	var previous [][]byte
+	for i, p := range a.PreviousMasterKeys {
+		k, err := decodeMasterKey(caddy.NewReplacer().ReplaceAll(p, ""))
+		if err != nil {
+			return fmt.Errorf("previous_master_keys[%d]: %w", i, err)
+		}
+		defer clear(k)
+		previous = append(previous, k)
+	}
 	val, loaded, err := stores.LoadOrNew(dir, func() (caddy.Destructor, error) {
 		s, err := vaultstore.Open(vaultstore.Options{
-			Dir:        dir,
-			MasterKey:  key,
+			Dir:                dir,
+			MasterKey:          key,
+			PreviousMasterKeys: previous,
 			SyncWrites: *a.SyncWrites,
 			Logger:     a.logger.Named("store"),
 			Events:     countStoreEvent,
@@ -190,6 +204,11 @@ func (a *App) Validate() error {
 	case a.MasterKey != "" && !isPlaceholder(a.MasterKey):
 		return errors.New("master_key must be a placeholder such as {env.TOKENVAULT_MASTER_KEY} or {file./run/secrets/master_key}, never the key itself")
 	}
+	for _, p := range a.PreviousMasterKeys {
+		if !isPlaceholder(p) {
+			return errors.New("previous_master_keys must be placeholders, never keys")
+		}
+	}
 	return nil
 }
 
@@ -217,6 +236,14 @@ func (a *App) loadMasterKey(storageDir string) ([]byte, error) {
 		if encoded, err = a.readOrCreateKeyFile(path, storageDir); err != nil {
 			return nil, fmt.Errorf("master_key_file: %w", err)
 		}
+	}
+	return decodeMasterKey(encoded)
+}
+
+// decodeMasterKey decodes a base64 master key and checks its length.
+func decodeMasterKey(encoded string) ([]byte, error) {
+	if strings.TrimSpace(encoded) == "" {
+		return nil, errors.New("master key: the placeholder resolved to nothing")
 	}
 	key, err := base64.StdEncoding.DecodeString(strings.TrimSpace(encoded))
 	if err != nil {

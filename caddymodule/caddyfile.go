@@ -35,6 +35,7 @@ func parseGlobalVault(d *caddyfile.Dispenser, existing any) (any, error) {
 //	    storage         <directory>
 //	    master_key      <{env.NAME} or {file.PATH} placeholder>
 //	    master_key_file <path>
+//	    previous_master_keys <placeholder>...
 //	    sync_writes     on|off
 //	    header_prefix   <prefix>
 //	    egress {
@@ -49,9 +50,15 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	}
 	for d.NextBlock(0) {
 		option := d.Val()
-		if option == "egress" {
+		switch option {
+		case "egress":
 			if err := a.unmarshalEgress(d); err != nil {
 				return err
+			}
+			continue
+		case "previous_master_keys":
+			if a.PreviousMasterKeys = d.RemainingArgs(); len(a.PreviousMasterKeys) == 0 {
+				return d.ArgErr()
 			}
 			continue
 		}

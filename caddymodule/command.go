@@ -33,6 +33,12 @@ works while the vault holds its storage open.
       [--cvc-retention DURATION] [--log-retention DURATION]
       [--included-monthly-active-tokens N] [--rate-limit default|exempt]
       changes the quotas given and prints the tenant.
+  caddy vault rotate-master-key --new-key '{env.NEW_MASTER_KEY}'
+      rewraps every data key under the new master key while serving; set
+      master_key to the same placeholder before the next start.
+  caddy vault rotate-data-key --tenant ID [--status]
+      starts a new data key version for the tenant's new writes and
+      re-seals its records in the background; --status shows progress.
   caddy vault hostname add --tenant ID --proxy PROXY_ID HOSTNAME
       registers a whitelabel hostname for a proxy: a vault_proxy site
       serves it, and on-demand TLS with "permission vault" may obtain its
@@ -72,7 +78,7 @@ or the admin address of --config, or the default localhost:2019.`,
 				addAdminFlags(c)
 				tenant.AddCommand(c)
 			}
-			cmd.AddCommand(tenant, hostnameCommand())
+			cmd.AddCommand(tenant, hostnameCommand(), rotateMasterKeyCommand(), rotateDataKeyCommand())
 		},
 	})
 }
@@ -120,6 +126,46 @@ func quotasCommand() *cobra.Command {
 			return adminCall(fl, http.MethodPut, "/vault/tenants/"+url.PathEscape(args[0])+"/quotas", raw)
 		})(cmd, args)
 	}
+	return c
+}
+
+// rotateMasterKeyCommand is "caddy vault rotate-master-key --new-key P".
+func rotateMasterKeyCommand() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "rotate-master-key --new-key PLACEHOLDER",
+		Short: "Rewraps every data key under a new master key, online",
+		Args:  cobra.NoArgs,
+		RunE: caddycmd.WrapCommandFuncForCobra(func(fl caddycmd.Flags) (int, error) {
+			p := fl.String("new-key")
+			if p == "" {
+				return caddy.ExitCodeFailedStartup, fmt.Errorf("--new-key is required: a placeholder such as {env.NEW_MASTER_KEY} that the server resolves")
+			}
+			body, _ := json.Marshal(map[string]string{"master_key": p})
+			return adminCall(fl, http.MethodPost, "/vault/master-key", body)
+		}),
+	}
+	c.Flags().String("new-key", "", "Placeholder of the new master key, resolved by the server ({env.NAME} or {file.PATH})")
+	addAdminFlags(c)
+	return c
+}
+
+// rotateDataKeyCommand is "caddy vault rotate-data-key --tenant ID".
+func rotateDataKeyCommand() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "rotate-data-key --tenant ID [--status]",
+		Short: "Starts a new data key version for a tenant and re-seals its records",
+		Args:  cobra.NoArgs,
+		RunE: caddycmd.WrapCommandFuncForCobra(func(fl caddycmd.Flags) (int, error) {
+			uri := "/vault/tenants/" + url.PathEscape(fl.String("tenant")) + "/data-keys"
+			if fl.Bool("status") {
+				return adminCall(fl, http.MethodGet, uri, nil)
+			}
+			return adminCall(fl, http.MethodPost, uri, nil)
+		}),
+	}
+	c.Flags().String("tenant", "", "Id of the tenant (required)")
+	c.Flags().Bool("status", false, "Only show the data key versions and re-seal progress")
+	addAdminFlags(c)
 	return c
 }
 

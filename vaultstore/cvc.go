@@ -41,17 +41,18 @@ var errCVCShredded = errors.New("cvc key destroyed")
 // cvcKeyring holds the live CVC keys in memory and in the slot file.
 type cvcKeyring struct {
 	mu     sync.Mutex
-	file   *os.File
-	master cipher.AEAD
-	keys   map[int64]cipher.AEAD
+	file    *os.File
+	masters *masterKeys
+	keys    map[int64]cipher.AEAD
+	wrapped map[int64][]byte // each key as its slot holds it, for a master key rotation
 }
 
-func openCVCKeyring(dir string, master cipher.AEAD) (*cvcKeyring, error) {
+func openCVCKeyring(dir string, masters *masterKeys) (*cvcKeyring, error) {
 	f, err := os.OpenFile(filepath.Join(dir, cvcFileName), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("opening cvc key file: %w", err)
 	}
-	c := &cvcKeyring{file: f, master: master, keys: make(map[int64]cipher.AEAD)}
+	c := &cvcKeyring{file: f, masters: masters, keys: make(map[int64]cipher.AEAD), wrapped: make(map[int64][]byte)}
 	buf := make([]byte, cvcSlotSize)
 	for slot := int64(0); slot < cvcSlots; slot++ {
 		n, err := f.ReadAt(buf, slot*cvcSlotSize)
@@ -67,7 +68,7 @@ func openCVCKeyring(dir string, master cipher.AEAD) (*cvcKeyring, error) {
 		if epoch == 0 || size == 0 || 9+size > cvcSlotSize {
 			continue
 		}
-		raw, err := open(master, buf[9:9+size], cvcKeyAAD(epoch))
+		raw, _, err := masters.unwrap(buf[9:9+size], cvcKeyAAD(epoch))
 		if err != nil {
 			continue // not ours, or torn by a crash before sync: unusable either way
 		}
@@ -77,6 +78,7 @@ func openCVCKeyring(dir string, master cipher.AEAD) (*cvcKeyring, error) {
 			continue
 		}
 		c.keys[epoch] = aead
+		c.wrapped[epoch] = append([]byte(nil), buf[9:9+size]...)
 	}
 	return c, nil
 }
@@ -98,7 +100,7 @@ func (c *cvcKeyring) seal(cvc string, expires, now time.Time, aad []byte) ([]byt
 	aead := c.keys[epoch]
 	if aead == nil {
 		raw := randomBytes(MasterKeySize)
-		wrapped, err := seal(c.master, 1, raw, cvcKeyAAD(epoch))
+		wrapped, err := c.masters.wrap(1, raw, cvcKeyAAD(epoch))
 		if err == nil {
 			err = c.writeSlot(epoch, wrapped)
 		}
@@ -111,6 +113,7 @@ func (c *cvcKeyring) seal(cvc string, expires, now time.Time, aad []byte) ([]byt
 			return nil, fmt.Errorf("creating cvc key: %w", err)
 		}
 		c.keys[epoch] = aead
+		c.wrapped[epoch] = wrapped
 	}
 	c.mu.Unlock()
 	sealed, err := seal(aead, 1, []byte(cvc), aad)
@@ -154,8 +157,37 @@ func (c *cvcKeyring) shred(now time.Time) error {
 			continue
 		}
 		delete(c.keys, epoch)
+		delete(c.wrapped, epoch)
 	}
 	return errors.Join(errs...)
+}
+
+// rewrap wraps every live CVC key under the current master key, slot by
+// slot; each slot is rewritten in place and synced, so an interruption
+// leaves every slot under one master key or the other.
+func (c *cvcKeyring) rewrap() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for epoch, wrapped := range c.wrapped {
+		raw, current, err := c.masters.unwrap(wrapped, cvcKeyAAD(epoch))
+		if err != nil {
+			return fmt.Errorf("cvc key of epoch %d: %w", epoch, err)
+		}
+		if current {
+			clear(raw)
+			continue
+		}
+		next, err := c.masters.wrap(1, raw, cvcKeyAAD(epoch))
+		clear(raw)
+		if err != nil {
+			return err
+		}
+		if err := c.writeSlot(epoch, next); err != nil {
+			return err
+		}
+		c.wrapped[epoch] = next
+	}
+	return nil
 }
 
 // writeSlot writes (or, with nil, zeroes) an epoch's slot and syncs it.

@@ -23,18 +23,14 @@ type tenantKeys struct {
 // keyring unwraps tenant data keys with the master key and caches them.
 // A cached entry is only ever made from committed data.
 type keyring struct {
-	master  cipher.AEAD
+	masters *masterKeys
 	mu      sync.RWMutex
 	cache   map[string]*tenantKeys
 	deleted map[string]bool // tenant ids are never reused; a late reader must not cache them again
 }
 
-func newKeyring(masterKey []byte) (*keyring, error) {
-	aead, err := newAEAD(masterKey)
-	if err != nil {
-		return nil, fmt.Errorf("master key: %w", err)
-	}
-	return &keyring{master: aead, cache: make(map[string]*tenantKeys), deleted: make(map[string]bool)}, nil
+func newKeyring(masters *masterKeys) *keyring {
+	return &keyring{masters: masters, cache: make(map[string]*tenantKeys), deleted: make(map[string]bool)}
 }
 
 func dataKeyAAD(tenantID string, version uint32) []byte {
@@ -49,7 +45,7 @@ func (k *keyring) create(w Writer, tenantID string) (*tenantKeys, error) {
 	if err != nil {
 		return nil, err
 	}
-	wrapped, err := seal(k.master, version, raw, dataKeyAAD(tenantID, version))
+	wrapped, err := k.masters.wrap(version, raw, dataKeyAAD(tenantID, version))
 	if err != nil {
 		return nil, err
 	}
@@ -57,7 +53,7 @@ func (k *keyring) create(w Writer, tenantID string) (*tenantKeys, error) {
 		return nil, err
 	}
 	fp := randomBytes(MasterKeySize)
-	wrappedFP, err := seal(k.master, 1, fp, fingerprintKeyAAD(tenantID))
+	wrappedFP, err := k.masters.wrap(1, fp, fingerprintKeyAAD(tenantID))
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +80,7 @@ func (k *keyring) forTenant(r Reader, tenantID string) (*tenantKeys, error) {
 		if err != nil {
 			return err
 		}
-		raw, err := open(k.master, wrapped, dataKeyAAD(tenantID, version))
+		raw, _, err := k.masters.unwrap(wrapped, dataKeyAAD(tenantID, version))
 		if err != nil {
 			return fmt.Errorf("unwrapping data key: %w", err)
 		}
@@ -106,7 +102,7 @@ func (k *keyring) forTenant(r Reader, tenantID string) (*tenantKeys, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fingerprint key: %w", err)
 	}
-	if tk.fingerprint, err = open(k.master, wrappedFP, fingerprintKeyAAD(tenantID)); err != nil {
+	if tk.fingerprint, _, err = k.masters.unwrap(wrappedFP, fingerprintKeyAAD(tenantID)); err != nil {
 		return nil, fmt.Errorf("unwrapping fingerprint key: %w", err)
 	}
 	k.remember(tenantID, tk)
@@ -118,6 +114,14 @@ func (k *keyring) remember(tenantID string, tk *tenantKeys) {
 	if !k.deleted[tenantID] {
 		k.cache[tenantID] = tk
 	}
+	k.mu.Unlock()
+}
+
+// invalidate drops a tenant's cached keys, so the next use loads the
+// versions stored now (after a data key rotation).
+func (k *keyring) invalidate(tenantID string) {
+	k.mu.Lock()
+	delete(k.cache, tenantID)
 	k.mu.Unlock()
 }
 
@@ -163,4 +167,28 @@ func (tk *tenantKeys) openRecord(kind, tenantID, id string, sealed []byte, v any
 		return fmt.Errorf("decoding %s %s: %w", kind, id, err)
 	}
 	return nil
+}
+
+// reseal re-seals a sealed record under the current data key version;
+// changed is false when it already is.
+func (tk *tenantKeys) reseal(kind, tenantID, id string, sealed []byte) (out []byte, changed bool, err error) {
+	version, err := sealedVersion(sealed)
+	if err != nil {
+		return nil, false, fmt.Errorf("%s %s: %w", kind, id, err)
+	}
+	if version == tk.current {
+		return sealed, false, nil
+	}
+	aead := tk.aeads[version]
+	if aead == nil {
+		return nil, false, fmt.Errorf("%s %s: no data key version %d: %w", kind, id, version, ErrIntegrity)
+	}
+	aad := recordAAD(kind, tenantID, id)
+	plain, err := open(aead, sealed, aad)
+	if err != nil {
+		return nil, false, fmt.Errorf("%s %s: %w", kind, id, err)
+	}
+	defer clear(plain)
+	out, err = seal(tk.aeads[tk.current], tk.current, plain, aad)
+	return out, err == nil, err
 }

@@ -19,6 +19,9 @@ type Options struct {
 	Dir string
 	// MasterKey wraps every tenant's data key; MasterKeySize bytes.
 	MasterKey []byte
+	// PreviousMasterKeys open keys a master key rotation has not yet
+	// rewrapped (only needed to finish an interrupted rotation).
+	PreviousMasterKeys [][]byte
 	// SyncWrites makes every committed write durable against power loss
 	// before it is acknowledged.
 	SyncWrites bool
@@ -40,7 +43,9 @@ type Store struct {
 	kv       KV
 	keys     *keyring
 	cvc      *cvcKeyring
-	keyCheck []byte
+	masters  *masterKeys
+	rotating sync.Mutex // one master key rotation at a time
+	reseals  resealers
 	now      func() time.Time
 	logger   *zap.Logger
 	dir      string
@@ -85,18 +90,20 @@ func Open(o Options) (*Store, error) {
 		o.Logger.Warn("the storage directory is open to other users; its values are sealed, but 0700 keeps even their sizes private",
 			zap.String("dir", dir), zap.Stringer("mode", info.Mode().Perm()))
 	}
-	if err := checkOrCreateMeta(dir, o.MasterKey, o.Now()); err != nil {
-		return nil, fmt.Errorf("storage directory %s: %w", dir, err)
-	}
-	keys, err := newKeyring(o.MasterKey)
+	masters, err := newMasterKeys(o.MasterKey, o.PreviousMasterKeys...)
 	if err != nil {
 		return nil, err
 	}
+	meta, err := checkOrCreateMeta(dir, masters, o.Now())
+	if err != nil {
+		return nil, fmt.Errorf("storage directory %s: %w", dir, err)
+	}
+	keys := newKeyring(masters)
 	kv, err := openBadger(badgerOptions{dir: dir, syncWrites: o.SyncWrites, logger: o.Logger.Named("badger")})
 	if err != nil {
 		return nil, err
 	}
-	cvc, err := openCVCKeyring(dir, keys.master)
+	cvc, err := openCVCKeyring(dir, masters)
 	if err != nil {
 		kv.Close()
 		return nil, err
@@ -110,14 +117,30 @@ func Open(o Options) (*Store, error) {
 	if o.WrapKV != nil {
 		engine = o.WrapKV(kv)
 	}
-	s := &Store{kv: engine, keys: keys, cvc: cvc, keyCheck: keyCheck(o.MasterKey), now: o.Now, logger: o.Logger, dir: dir, events: o.Events, stop: make(chan struct{})}
+	s := &Store{kv: engine, keys: keys, masters: masters, cvc: cvc, now: o.Now, logger: o.Logger, dir: dir, events: o.Events, stop: make(chan struct{})}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	if meta.RotatingTo != nil {
+		if err := s.finishMasterRotation(s.ctx, meta); err != nil {
+			s.cancel()
+			kv.Close()
+			cvc.close()
+			return nil, fmt.Errorf("finishing the interrupted master key rotation: %w", err)
+		}
+	} else if err := masters.promote(meta.KeyCheck); err != nil {
+		s.cancel()
+		kv.Close()
+		cvc.close()
+		return nil, err
+	}
 	s.wg.Add(2)
 	go s.sweepLoop()
 	go func() {
 		defer s.wg.Done()
 		if err := s.resumeTenantDeletions(context.Background()); err != nil {
 			s.logger.Warn("resuming tenant deletions failed", zap.Error(err))
+		}
+		if err := s.resumeReseals(s.ctx); err != nil {
+			s.logger.Warn("resuming data key rotations failed", zap.Error(err))
 		}
 	}()
 	return s, nil
@@ -139,7 +162,7 @@ func (s *Store) Dir() string { return s.dir }
 
 // MasterKeyMatches reports whether key is the store's master key.
 func (s *Store) MasterKeyMatches(key []byte) bool {
-	return subtle.ConstantTimeCompare(keyCheck(key), s.keyCheck) == 1
+	return subtle.ConstantTimeCompare(keyCheck(key), s.masters.currentCheck()) == 1
 }
 
 // Close stops the background sweep and closes the store.

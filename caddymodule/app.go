@@ -162,9 +162,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 			Dir:                dir,
 			MasterKey:          key,
 			PreviousMasterKeys: previous,
-			SyncWrites: *a.SyncWrites,
-			Logger:     a.logger.Named("store"),
-			Events:     countStoreEvent,
+			SyncWrites:         *a.SyncWrites,
+			Logger:             a.logger.Named("store"),
+			Events:             countStoreEvent,
 		})
 		if err != nil {
 			return nil, err

@@ -40,7 +40,7 @@ var errCVCShredded = errors.New("cvc key destroyed")
 
 // cvcKeyring holds the live CVC keys in memory and in the slot file.
 type cvcKeyring struct {
-	mu     sync.Mutex
+	mu      sync.Mutex
 	file    *os.File
 	masters *masterKeys
 	keys    map[int64]cipher.AEAD

@@ -9,8 +9,9 @@ import (
 	"time"
 )
 
-// FormatVersion is the store layout this build reads and writes.
-const FormatVersion = 1
+// FormatVersion is the store layout this build reads and writes (see
+// migrate.go for the history).
+const FormatVersion = 2
 
 // metaFileName names the small file beside Badger's files that records the
 // store's format and a check value of its master key. It is read before

@@ -22,7 +22,7 @@ import (
 // terms) is answered from those indexes: data terms look up the keyed
 // hash of the value under the token's search index entries, never the
 // data itself. Any other query scans the tenant's tokens in creation
-// order, deciding container, id and created_at terms from the order
+// order, deciding container, id, type and created_at terms from the order
 // index and opening a token only when another term needs it.
 func (s *Store) SearchTokens(ctx context.Context, req TokenRequest, query string, offset, limit int) ([]*Token, int, error) {
 	if !req.Application.Can("token:search") {
@@ -306,14 +306,14 @@ func (e *searchExec) scan(ctx context.Context, q *searchExpr, offset, limit int)
 				return err
 			}
 		}
-		container, expires := parseOrderValue(value)
-		if !expires.IsZero() && !e.now.Before(expires) {
+		o := parseOrderValue(value)
+		if !o.expires.IsZero() && !e.now.Before(o.expires) {
 			return nil
 		}
-		if !e.searchable(container) {
+		if !e.searchable(o.container) {
 			return nil
 		}
-		entry := orderEntry{id: lastSegment(key), container: container}
+		entry := orderEntry{id: lastSegment(key), container: o.container, tokenType: o.tokenType}
 		if created, ok := orderCreated(key[len(prefix):]); ok {
 			entry.created, entry.hasCreated = created, true
 		}
@@ -425,6 +425,7 @@ func containerMatches(t *searchTerm, container string) bool {
 type orderEntry struct {
 	id         string
 	container  string
+	tokenType  string // "" when the entry predates store format 2
 	created    time.Time
 	hasCreated bool
 }
@@ -479,6 +480,10 @@ func (e *searchExec) partial(q *searchExpr, o *orderEntry) tri {
 		return triOf(o.id == t.value)
 	case fieldContainer:
 		return triOf(containerMatches(t, o.container))
+	case fieldType:
+		if o.tokenType != "" {
+			return triOf(o.tokenType == t.value)
+		}
 	case fieldCreatedAt:
 		if o.hasCreated {
 			return triOf(t.rng.contains(o.created))

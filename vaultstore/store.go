@@ -99,6 +99,14 @@ func Open(o Options) (*Store, error) {
 		return nil, fmt.Errorf("storage directory %s: %w", dir, err)
 	}
 	keys := newKeyring(masters)
+	if meta.Format < FormatVersion {
+		copyDir, err := backupBeforeMigration(dir, meta.Format, o.Now())
+		if err != nil {
+			return nil, err
+		}
+		o.Logger.Warn("upgrading an older store; a copy of it was taken first",
+			zap.Int("format", meta.Format), zap.Int("to_format", FormatVersion), zap.String("copy", copyDir))
+	}
 	kv, err := openBadger(badgerOptions{dir: dir, syncWrites: o.SyncWrites, logger: o.Logger.Named("badger")})
 	if err != nil {
 		return nil, err
@@ -131,6 +139,14 @@ func Open(o Options) (*Store, error) {
 		kv.Close()
 		cvc.close()
 		return nil, err
+	}
+	if meta.Format < FormatVersion {
+		if err := s.migrate(s.ctx, meta); err != nil {
+			s.cancel()
+			kv.Close()
+			cvc.close()
+			return nil, err
+		}
 	}
 	s.wg.Add(2)
 	go s.sweepLoop()

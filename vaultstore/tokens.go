@@ -451,23 +451,36 @@ func (s *Store) removeToken(w Writer, rec *tokenRecord) error {
 // orderValue is the value of a token's list order entry: its container,
 // and its expiry in Unix nanoseconds when it has one.
 func orderValue(rec *tokenRecord) []byte {
-	v := []byte(rec.container())
+	v := append([]byte(rec.container()), 0)
 	if rec.ExpiresAt != nil {
-		v = strconv.AppendInt(append(v, 0), rec.ExpiresAt.UnixNano(), 10)
+		v = strconv.AppendInt(v, rec.ExpiresAt.UnixNano(), 10)
 	}
-	return v
+	return append(append(v, 0), rec.Type...)
 }
 
-func parseOrderValue(v []byte) (string, time.Time) {
-	container, expires, ok := bytes.Cut(v, []byte{0})
-	if !ok {
-		return string(container), time.Time{}
+// orderInfo is what a token's order entry tells without opening the
+// record.
+type orderInfo struct {
+	container string
+	expires   time.Time // zero: no expiry
+	tokenType string    // "" in entries written before store format 2
+}
+
+// parseOrderValue reads an order entry: "container", or (format 2)
+// "container\x00[expiry ns]\x00type"; format 1 wrote
+// "container[\x00expiry ns]".
+func parseOrderValue(v []byte) orderInfo {
+	parts := bytes.SplitN(v, []byte{0}, 3)
+	o := orderInfo{container: string(parts[0])}
+	if len(parts) > 1 && len(parts[1]) > 0 {
+		if ns, err := strconv.ParseInt(string(parts[1]), 10, 64); err == nil {
+			o.expires = time.Unix(0, ns)
+		}
 	}
-	ns, err := strconv.ParseInt(string(expires), 10, 64)
-	if err != nil {
-		return string(container), time.Time{}
+	if len(parts) > 2 {
+		o.tokenType = string(parts[2])
 	}
-	return string(container), time.Unix(0, ns)
+	return o
 }
 
 // isLive reports whether a token exists and has not expired.
@@ -777,11 +790,11 @@ func (s *Store) ListTokens(ctx context.Context, req TokenRequest, f TokenFilter,
 		}
 		now := s.now()
 		return r.Scan(tokenOrderPrefix(req.Tenant.ID), nil, func(key, value []byte) error {
-			container, expires := parseOrderValue(value)
-			if !expires.IsZero() && !now.Before(expires) {
+			o := parseOrderValue(value)
+			if !o.expires.IsZero() && !now.Before(o.expires) {
 				return nil
 			}
-			if _, err := req.Application.Authorize("token:read", container); err != nil {
+			if _, err := req.Application.Authorize("token:read", o.container); err != nil {
 				return nil
 			}
 			if len(f.Metadata) == 0 && (total < offset || len(page) >= limit) {

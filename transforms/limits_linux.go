@@ -1,0 +1,65 @@
+//go:build linux
+
+package transforms
+
+import (
+	"bufio"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// workerSysProcAttr makes the kernel kill a worker when the thread that
+// started it exits (the pool starts workers from one locked OS thread that
+// lives as long as the pool), so that no worker outlives a crashed server.
+func workerSysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+}
+
+// setProcessLimits applies the OS limits of a worker to the calling
+// process:
+//
+//   - RLIMIT_AS, the address space, to what is mapped now plus extra
+//     bytes. The Go runtime reserves about 1.2 GB of address space at
+//     start (mostly PROT_NONE), which is why the limit is relative to the
+//     current size and set after start-up, not by the parent: a limit
+//     below the reservation makes every later allocation fail. Past the
+//     limit, an allocation fails with Go's fatal "out of memory", which
+//     the parent maps to KindMemory; this is the backstop for a single
+//     huge allocation that the watchdog cannot see coming.
+//   - RLIMIT_CORE to 0: a worker's memory holds card data, and must never
+//     be dumped to disk.
+//   - no_new_privs, so that nothing the worker executes can gain
+//     privileges.
+func setProcessLimits(extra int64) (addressSpace uint64, err error) {
+	_ = syscall.Setrlimit(syscall.RLIMIT_CORE, &syscall.Rlimit{})
+	const prSetNoNewPrivs = 38
+	_, _, _ = syscall.RawSyscall6(syscall.SYS_PRCTL, prSetNoNewPrivs, 1, 0, 0, 0, 0)
+	size, err := virtualSize()
+	if err != nil {
+		return 0, err
+	}
+	limit := size + uint64(extra)
+	if err := syscall.Setrlimit(syscall.RLIMIT_AS, &syscall.Rlimit{Cur: limit, Max: limit}); err != nil {
+		return 0, err
+	}
+	return limit, nil
+}
+
+// virtualSize reads VmSize from /proc/self/status, in bytes.
+func virtualSize() (uint64, error) {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if rest, ok := strings.CutPrefix(s.Text(), "VmSize:"); ok {
+			kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, os.ErrNotExist
+}

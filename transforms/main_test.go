@@ -1,0 +1,119 @@
+package transforms
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// workerEnv makes the test binary act as a worker: the pools of these
+// tests run os.Args[0] with it set, so the production ServeWorker runs in
+// a separate process exactly as under the server binary.
+const workerEnv = "TRANSFORMS_WORKER"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(workerEnv) == "1" {
+		if err := ServeWorker(os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "worker:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// testOptions are pool options running this test binary as the worker.
+func testOptions() Options {
+	return Options{
+		Command:    []string{os.Args[0]},
+		Env:        []string{workerEnv + "=1"},
+		MinWorkers: 1,
+		MaxWorkers: 2,
+		Timeout:    5 * time.Second,
+	}
+}
+
+// newTestPool starts a pool and closes it when the test ends.
+func newTestPool(t testing.TB, edit func(*Options)) *Pool {
+	t.Helper()
+	o := testOptions()
+	if edit != nil {
+		edit(&o)
+	}
+	p, err := NewPool(o)
+	if err != nil {
+		t.Fatalf("NewPool: %v", err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+// run runs code as a job of kind with args and returns the result.
+func run(t testing.TB, p *Pool, kind, code string, args any) (*Result, error) {
+	t.Helper()
+	raw, err := json.Marshal(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.Run(context.Background(), Job{Kind: kind, Code: code, Args: raw})
+}
+
+// kindOf returns the Kind of an *Error, "" for nil, or "plain".
+func kindOf(err error) string {
+	var e *Error
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &e):
+		return e.Kind
+	}
+	return "plain"
+}
+
+// mustJSON compacts JSON text for comparisons.
+func mustJSON(t testing.TB, v any) string {
+	t.Helper()
+	switch v := v.(type) {
+	case json.RawMessage:
+		var x any
+		if err := json.Unmarshal(v, &x); err != nil {
+			t.Fatalf("invalid JSON %q: %v", v, err)
+		}
+		b, _ := json.Marshal(x)
+		return string(b)
+	default:
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+}
+
+// logSink collects Logger lines.
+type logSink struct {
+	mu    sync.Mutex
+	lines []string
+	metas []map[string]string
+}
+
+func (l *logSink) log(meta map[string]string, line string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, line)
+	l.metas = append(l.metas, meta)
+}
+
+func (l *logSink) snapshot() ([]string, []map[string]string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.lines...), append([]map[string]string(nil), l.metas...)
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }

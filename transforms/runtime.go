@@ -1,0 +1,473 @@
+package transforms
+
+import (
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strconv"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/dop251/goja"
+	"github.com/dop251/goja/parser"
+	nodeurl "github.com/dop251/goja_nodejs/url"
+)
+
+// maxJSONDepth bounds the nesting of JSON that JSON.parse accepts inside a
+// run (and so the Args of a job): goja's JSON.parse recurses in Go.
+const maxJSONDepth = 5000
+
+//go:embed js/*.js
+var jsFiles embed.FS
+
+// jsPrograms are the compiled sources of js/, shared by every runtime of
+// the process (a goja.Program may run in many runtimes).
+var jsPrograms struct {
+	once      sync.Once
+	err       error
+	bootstrap *goja.Program
+	buffer    *goja.Program
+	modules   map[string]*goja.Program // crypto, querystring, errors
+}
+
+func loadJS() error {
+	jsPrograms.once.Do(func() {
+		compile := func(name string) *goja.Program {
+			src, err := jsFiles.ReadFile("js/" + name + ".js")
+			if err == nil {
+				prog, perr := goja.Parse(name+".js", string(src), parser.WithDisableSourceMaps)
+				if err = perr; err == nil {
+					var p *goja.Program
+					if p, err = goja.CompileAST(prog, true); err == nil {
+						return p
+					}
+				}
+			}
+			if jsPrograms.err == nil {
+				jsPrograms.err = fmt.Errorf("transforms: built-in %s.js: %w", name, err)
+			}
+			return nil
+		}
+		jsPrograms.bootstrap = compile("bootstrap")
+		jsPrograms.buffer = compile("buffer")
+		jsPrograms.modules = map[string]*goja.Program{
+			"crypto":      compile("crypto"),
+			"querystring": compile("querystring"),
+			"errors":      compile("reactor_errors"),
+		}
+	})
+	return jsPrograms.err
+}
+
+// runtimeConfig is what a job runtime needs from the worker's settings.
+type runtimeConfig struct {
+	maxCallStackSize int
+	maxLogLines      int
+	maxSvcCalls      int
+	modulesDir       string
+	allowModules     []string
+}
+
+// helpers are the functions bootstrap.js returns.
+type helpers struct {
+	harden, moduleError, svcError, describeError, parse goja.Callable
+	makeReq, settle, stringify, loadBuiltin             goja.Callable
+}
+
+// jobRuntime is one fresh goja.Runtime, set up for one run and then
+// dropped: nothing a run does to its realm survives it.
+type jobRuntime struct {
+	vm      *goja.Runtime
+	cfg     *runtimeConfig
+	id      uint64
+	emit    func(*frame) error // sends log and call frames to the parent
+	helpers helpers
+
+	bufferCtor  goja.Value
+	urlExports  *goja.Object
+	modules     map[string]*goja.Object // require cache: id -> module object
+	moduleCache *lru[moduleKey, *goja.Program]
+	moduleBytes int64
+
+	logLines int
+	svcCalls int
+	nextSeq  uint64
+	pending  map[uint64]pendingCall
+}
+
+// hiddenFields hides every field and method of any Go value that reaches
+// the VM. None should (data crosses as JSON text and ArrayBuffers), but
+// goja_nodejs's URL keeps its state in a Go struct whose exported methods
+// would otherwise be callable from JavaScript.
+type hiddenFields struct{}
+
+func (hiddenFields) FieldName(reflect.Type, reflect.StructField) string { return "" }
+func (hiddenFields) MethodName(reflect.Type, reflect.Method) string     { return "" }
+
+// newJobRuntime builds a fresh runtime: Node-like globals, intrinsics
+// frozen, no code generation from strings.
+func newJobRuntime(cfg *runtimeConfig, id uint64, emit func(*frame) error, moduleCache *lru[moduleKey, *goja.Program]) (rt *jobRuntime, err error) {
+	if err := loadJS(); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if x := recover(); x != nil {
+			rt, err = nil, fmt.Errorf("transforms: runtime setup: %v", x)
+		}
+	}()
+	vm := goja.New()
+	vm.SetFieldNameMapper(hiddenFields{})
+	vm.SetMaxCallStackSize(cfg.maxCallStackSize)
+	rt = &jobRuntime{
+		vm: vm, cfg: cfg, id: id, emit: emit,
+		modules: make(map[string]*goja.Object), moduleCache: moduleCache,
+		pending: make(map[uint64]pendingCall),
+	}
+
+	host := vm.NewObject()
+	for name, fn := range map[string]func(goja.FunctionCall) goja.Value{
+		"log":           rt.log,
+		"jsonDepthOK":   rt.jsonDepthOK,
+		"svcCall":       rt.svcCall,
+		"bufEncode":     rt.bufEncode,
+		"bufDecode":     rt.bufDecode,
+		"bufByteLength": rt.bufByteLength,
+		"hashNew":       rt.hashNew,
+		"hmacNew":       rt.hmacNew,
+		"randomBytes":   rt.randomBytes,
+		"randomUUID":    rt.randomUUID,
+	} {
+		_ = host.Set(name, fn)
+	}
+	_ = host.Set("maxJSONDepth", maxJSONDepth)
+
+	bufferFactory, err := vm.RunProgram(jsPrograms.buffer)
+	if err != nil {
+		return nil, err
+	}
+	if rt.bufferCtor, err = callValue(bufferFactory, goja.Undefined(), host); err != nil {
+		return nil, err
+	}
+	urlModule := vm.NewObject()
+	rt.urlExports = vm.NewObject()
+	_ = urlModule.Set("exports", rt.urlExports)
+	nodeurl.Require(vm, urlModule)
+
+	boot, err := vm.RunProgram(jsPrograms.bootstrap)
+	if err != nil {
+		return nil, err
+	}
+	hv, err := callValue(boot, goja.Undefined(), host, rt.bufferCtor, rt.urlExports)
+	if err != nil {
+		return nil, err
+	}
+	h := hv.ToObject(vm)
+	for name, dst := range map[string]*goja.Callable{
+		"harden": &rt.helpers.harden, "moduleError": &rt.helpers.moduleError, "svcError": &rt.helpers.svcError,
+		"describeError": &rt.helpers.describeError, "parse": &rt.helpers.parse, "makeReq": &rt.helpers.makeReq,
+		"settle": &rt.helpers.settle, "stringify": &rt.helpers.stringify, "loadBuiltin": &rt.helpers.loadBuiltin,
+	} {
+		fn, ok := goja.AssertFunction(h.Get(name))
+		if !ok {
+			return nil, fmt.Errorf("transforms: bootstrap helper %s missing", name)
+		}
+		*dst = fn
+	}
+	return rt, nil
+}
+
+// callValue calls a function value.
+func callValue(fn goja.Value, this goja.Value, args ...goja.Value) (goja.Value, error) {
+	f, ok := goja.AssertFunction(fn)
+	if !ok {
+		return nil, errors.New("not a function")
+	}
+	return f(this, args...)
+}
+
+// call calls a helper from inside a native function: an exception is
+// rethrown into JavaScript, an interrupt keeps unwinding.
+func (rt *jobRuntime) call(fn goja.Callable, args ...goja.Value) goja.Value {
+	v, err := fn(goja.Undefined(), args...)
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// log(line): one console line to the parent, bounded in length and count.
+func (rt *jobRuntime) log(call goja.FunctionCall) goja.Value {
+	rt.logLines++
+	switch {
+	case rt.logLines <= rt.cfg.maxLogLines:
+		_ = rt.emit(&frame{T: frameLog, ID: rt.id, Line: truncate(call.Argument(0).String(), MaxLogLine)})
+	case rt.logLines == rt.cfg.maxLogLines+1:
+		_ = rt.emit(&frame{T: frameLog, ID: rt.id, Line: "[console output truncated: more than " + strconv.Itoa(rt.cfg.maxLogLines) + " lines]"})
+	}
+	return goja.Undefined()
+}
+
+// jsonDepthOK(text) boolean: whether JSON text nests at most maxJSONDepth
+// levels. Brackets inside strings do not count.
+func (rt *jobRuntime) jsonDepthOK(call goja.FunctionCall) goja.Value {
+	return rt.vm.ToValue(jsonDepth(call.Argument(0).String()) <= maxJSONDepth)
+}
+
+func jsonDepth(s string) int {
+	depth, most, inString := 0, 0, false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if inString {
+			switch c {
+			case '\\':
+				i++
+			case '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case '[', '{':
+			depth++
+			most = max(most, depth)
+		case ']', '}':
+			depth--
+		}
+	}
+	return most
+}
+
+// runOutcome is the end of a run inside the worker.
+type runOutcome struct {
+	out []byte    // JSON of the settled value
+	err *errFrame // or the failure
+}
+
+// jobSignals are what a run waits on besides its own code.
+type jobSignals struct {
+	replies <-chan *frame   // svc replies (of any run; others are dropped)
+	stop    <-chan struct{} // closed at the deadline or on cancel
+	reason  func() string   // why stop was closed: "timeout" or "cancel"
+	gone    <-chan struct{} // closed when the parent is gone
+	timeout time.Duration
+}
+
+// run executes compiled tenant code with the job's data and waits for its
+// promise to settle.
+func (rt *jobRuntime) run(prog *goja.Program, j *jobFrame, sig jobSignals) (res runOutcome) {
+	defer func() {
+		if x := recover(); x != nil {
+			// A Go panic inside the engine: report it, and retire the
+			// worker, whose state can no longer be trusted.
+			res = runOutcome{err: &errFrame{Kind: KindCrash, Message: "the JavaScript engine failed", Retire: true}}
+		}
+	}()
+	fail := func(err error) runOutcome { return runOutcome{err: rt.errorFrom(err, sig)} }
+
+	wrapper, err := rt.vm.RunProgram(prog)
+	if err != nil {
+		return fail(err)
+	}
+	module := rt.vm.NewObject()
+	exports := rt.vm.NewObject()
+	_ = module.Set("exports", exports)
+	_ = module.Set("id", ".")
+	_ = module.Set("filename", "/transform.js")
+	require := rt.makeRequire(moduleScope{virtDir: "/"})
+	if _, err := callValue(wrapper, exports, exports, require, module, rt.vm.ToValue("/transform.js"), rt.vm.ToValue("/")); err != nil {
+		return fail(err)
+	}
+	fn, ok := goja.AssertFunction(module.Get("exports"))
+	if !ok {
+		return runOutcome{err: &errFrame{Kind: KindInvalidCode, Message: "module.exports must be a function"}}
+	}
+
+	args := string(j.Args)
+	if len(j.Args) == 0 {
+		args = "{}"
+	}
+	config := string(j.Config)
+	if len(j.Config) == 0 || config == "null" {
+		config = "{}"
+	}
+	req, err := rt.helpers.makeReq(goja.Undefined(), rt.vm.ToValue(args), rt.vm.ToValue(config), rt.vm.ToValue(j.Svc))
+	if err != nil {
+		var ex *goja.Exception
+		if errors.As(err, &ex) {
+			// The parser's message may quote the data: leave it out.
+			return runOutcome{err: &errFrame{Kind: KindInvalidInput,
+				Message: "the args cannot be parsed by JavaScript (a number out of range, or nesting deeper than " + strconv.Itoa(maxJSONDepth) + " levels)"}}
+		}
+		return fail(err)
+	}
+
+	ret, err := fn(goja.Undefined(), req)
+	if err != nil {
+		return fail(err)
+	}
+	pv, err := rt.helpers.settle(goja.Undefined(), ret)
+	if err != nil {
+		return fail(err)
+	}
+	promise, ok := pv.Export().(*goja.Promise)
+	if !ok {
+		return runOutcome{err: &errFrame{Kind: KindCrash, Message: "the result is not a promise"}}
+	}
+	for {
+		switch promise.State() {
+		case goja.PromiseStateFulfilled:
+			return rt.output(promise.Result(), sig)
+		case goja.PromiseStateRejected:
+			return runOutcome{err: rt.describe(promise.Result(), sig)}
+		}
+		if len(rt.pending) == 0 {
+			return runOutcome{err: &errFrame{Kind: KindInvalidResult,
+				Message: "the returned promise never settles: nothing is left to wait for"}}
+		}
+		select {
+		case f := <-sig.replies:
+			if f.ID != rt.id {
+				continue
+			}
+			if err := rt.deliver(f); err != nil {
+				return fail(err)
+			}
+		case <-sig.stop:
+			return runOutcome{err: stopError(sig)}
+		case <-sig.gone:
+			return runOutcome{err: &errFrame{Kind: KindCrash, Message: "the parent went away"}}
+		}
+	}
+}
+
+// stopError is the error of a run stopped by its deadline or the caller.
+func stopError(sig jobSignals) *errFrame {
+	if sig.reason() == "cancel" {
+		return &errFrame{Kind: KindTimeout, Message: "the run was cancelled"}
+	}
+	return &errFrame{Kind: KindTimeout, Message: "the code did not finish within " + sig.timeout.String()}
+}
+
+// output turns the settled value into JSON text.
+func (rt *jobRuntime) output(v goja.Value, sig jobSignals) runOutcome {
+	s, err := rt.helpers.stringify(goja.Undefined(), v)
+	if err != nil {
+		var ex *goja.Exception
+		if errors.As(err, &ex) {
+			return runOutcome{err: &errFrame{Kind: KindInvalidResult, Message: "the returned value cannot be turned into JSON: " + truncate(ex.Value().String(), 300)}}
+		}
+		return runOutcome{err: rt.errorFrom(err, sig)}
+	}
+	if goja.IsUndefined(s) {
+		return runOutcome{err: &errFrame{Kind: KindInvalidResult, Message: "the function returned undefined"}}
+	}
+	text := s.String()
+	if len(text) > MaxPayload {
+		return runOutcome{err: &errFrame{Kind: KindInvalidResult, Message: fmt.Sprintf("the returned value is %d bytes of JSON; the limit is %d", len(text), MaxPayload)}}
+	}
+	if !json.Valid([]byte(text)) {
+		return runOutcome{err: &errFrame{Kind: KindInvalidResult, Message: "the returned value is not valid JSON"}}
+	}
+	return runOutcome{out: []byte(text)}
+}
+
+// thrown is what describeError in bootstrap.js reports.
+type thrown struct {
+	Kind    string              `json:"kind"`
+	Name    string              `json:"name"`
+	Message string              `json:"message"`
+	Status  float64             `json:"status"`
+	Errors  map[string][]string `json:"errors"`
+	Custom  *struct {
+		Status  float64 `json:"status"`
+		Headers *string `json:"headers"`
+		Body    *string `json:"body"`
+	} `json:"custom"`
+}
+
+// errorFrom classifies an error returned by the engine.
+func (rt *jobRuntime) errorFrom(err error, sig jobSignals) *errFrame {
+	var (
+		interrupted *goja.InterruptedError
+		overflow    *goja.StackOverflowError
+		exception   *goja.Exception
+		syntax      *goja.CompilerSyntaxError
+	)
+	switch {
+	case errors.As(err, &interrupted):
+		return stopError(sig)
+	case errors.As(err, &overflow):
+		return &errFrame{Kind: KindRuntime, Message: "RangeError: Maximum call stack size exceeded"}
+	case errors.As(err, &exception):
+		if exception.Value() == nil {
+			break
+		}
+		return rt.describe(exception.Value(), sig)
+	case errors.As(err, &syntax):
+		return &errFrame{Kind: KindInvalidCode, Message: truncate(syntax.Error(), maxMessage)}
+	}
+	return &errFrame{Kind: KindCrash, Message: "the JavaScript engine failed: " + truncate(err.Error(), 200)}
+}
+
+// describe turns a thrown value into an error frame.
+func (rt *jobRuntime) describe(v goja.Value, sig jobSignals) *errFrame {
+	d, err := rt.helpers.describeError(goja.Undefined(), v)
+	if err != nil {
+		var interrupted *goja.InterruptedError
+		if errors.As(err, &interrupted) {
+			return stopError(sig)
+		}
+		return &errFrame{Kind: KindRuntime, Message: "the thrown value could not be read"}
+	}
+	var t thrown
+	if json.Unmarshal([]byte(d.String()), &t) != nil {
+		return &errFrame{Kind: KindRuntime, Message: "the thrown value could not be read"}
+	}
+	msg := t.Message
+	if t.Name != "" && t.Kind == KindRuntime && t.Status == 0 && t.Custom == nil {
+		msg = t.Name + ": " + t.Message
+		if t.Message == "" {
+			msg = t.Name
+		}
+	}
+	ef := &errFrame{Kind: KindRuntime, Message: truncate(msg, maxMessage)}
+	if t.Kind == KindModule {
+		ef.Kind = KindModule
+		return ef
+	}
+	if t.Custom != nil {
+		status := int(t.Custom.Status)
+		if float64(status) != t.Custom.Status || status < 100 || status > 599 {
+			return &errFrame{Kind: KindInvalidResult, Message: "CustomHttpResponseError status must be an integer from 100 to 599"}
+		}
+		c := &customResponse{Status: status}
+		for _, part := range []struct {
+			src *string
+			dst *json.RawMessage
+		}{{t.Custom.Headers, &c.Headers}, {t.Custom.Body, &c.Body}} {
+			if part.src == nil {
+				continue
+			}
+			if len(*part.src) > MaxPayload || !utf8.ValidString(*part.src) || !json.Valid([]byte(*part.src)) {
+				return &errFrame{Kind: KindInvalidResult, Message: "CustomHttpResponseError headers and body must be JSON of at most 1 MB"}
+			}
+			*part.dst = json.RawMessage(*part.src)
+		}
+		ef.Status, ef.Custom, ef.Message = status, c, "custom HTTP response"
+		return ef
+	}
+	if t.Status != 0 {
+		status := int(t.Status)
+		if float64(status) != t.Status || status < 400 || status > 599 {
+			status = 500
+		}
+		ef.Status = status
+		ef.Errors = t.Errors
+	}
+	return ef
+}

@@ -37,6 +37,7 @@ func (a AdminAPI) Routes() []caddy.AdminRoute {
 		{Pattern: "/vault/tenants/", Handler: caddy.AdminHandlerFunc(a.handleTenant)},
 		{Pattern: "/vault/health", Handler: caddy.AdminHandlerFunc(a.handleHealth)},
 		{Pattern: "/vault/master-key", Handler: caddy.AdminHandlerFunc(a.handleMasterKey)},
+		{Pattern: "/vault/backup", Handler: caddy.AdminHandlerFunc(a.handleBackup)},
 	}
 }
 

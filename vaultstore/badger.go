@@ -168,6 +168,33 @@ func (kv *badgerKV) DeletePrefix(ctx context.Context, prefix []byte) error {
 	}
 }
 
+// snapshot calls fn for every live key of the store, in key order, from
+// one read transaction: a consistent view as of the moment it starts, which
+// concurrent writes do not change. expiresAt is the entry's expiry in Unix
+// seconds (0 for none). key and value are valid only during the call.
+func (kv *badgerKV) snapshot(ctx context.Context, fn func(key, value []byte, expiresAt uint64) error) error {
+	return kv.db.View(func(txn *badger.Txn) error {
+		opts := badger.DefaultIteratorOptions
+		opts.PrefetchValues = false // values are read in order, one at a time
+		it := txn.NewIterator(opts)
+		defer it.Close()
+		n := 0
+		for it.Rewind(); it.Valid(); it.Next() {
+			if n++; n%1024 == 0 {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+			}
+			item := it.Item()
+			err := item.Value(func(v []byte) error { return fn(item.Key(), v, item.ExpiresAt()) })
+			if err != nil {
+				return err
+			}
+		}
+		return ctx.Err()
+	})
+}
+
 func (kv *badgerKV) Close() error {
 	kv.closeOnce.Do(func() {
 		close(kv.stop)

@@ -90,6 +90,7 @@ type vaultHeaders struct {
 	connection        string
 	destinationStatus string
 	proxyKeyQuery     string // the proxy key's query parameter: "svc-proxy-key"
+	idempotencyKey    string
 }
 
 func newVaultHeaders(prefix string) vaultHeaders {
@@ -104,6 +105,7 @@ func newVaultHeaders(prefix string) vaultHeaders {
 		connection:        http.CanonicalHeaderKey(prefix + "-PROXY-CONNECTION"),
 		destinationStatus: http.CanonicalHeaderKey(prefix + "-PROXY-DESTINATION-STATUS"),
 		proxyKeyQuery:     strings.ToLower(prefix) + "-proxy-key",
+		idempotencyKey:    http.CanonicalHeaderKey(prefix + "-IDEMPOTENCY-KEY"),
 	}
 }
 
@@ -175,6 +177,10 @@ func (h *API) serve(w http.ResponseWriter, r *http.Request) (operation, tenantID
 		_ = h.app.serveHealth(w, r)
 		return "health", ""
 	}
+	if r.URL.Path == "/openapi.json" && r.Method == http.MethodGet {
+		serveOpenAPI(w)
+		return "openapi", ""
+	}
 	if suffix, ok := proxyPath(r.URL.EscapedPath()); ok {
 		// a proxy may be invoked without an API key; the forwarder decides
 		h.proxy.serve(w, r, suffix, "")
@@ -209,7 +215,12 @@ func (h *API) serve(w http.ResponseWriter, r *http.Request) (operation, tenantID
 		return fail(vaultstore.ErrForbidden)
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
-	if err := rt.handle(&call{w: w, r: r, params: params, principal: p, store: h.store, api: h}); err != nil {
+	c := &call{w: w, r: r, params: params, principal: p, store: h.store, api: h}
+	run := rt.handle
+	if key := r.Header.Get(h.headers.idempotencyKey); key != "" && (r.Method == http.MethodPost || r.Method == http.MethodPut || r.Method == http.MethodPatch) {
+		run = func(c *call) error { return h.idempotent(c, key, rt.handle) }
+	}
+	if err := run(c); err != nil {
 		return fail(err)
 	}
 	return operation, tenantID
@@ -259,11 +270,22 @@ func (h *API) apiRoutes() []route {
 		{http.MethodPatch, "/tokens/{id}", "token:update", updateToken},
 		{http.MethodDelete, "/tokens/{id}", "token:delete", deleteToken},
 		{http.MethodPost, "/tokens/search", "token:search", searchTokens},
+		{http.MethodGet, "/v2/tokens", "token:read", listTokensV2},
+		{http.MethodPost, "/v2/tokens/search", "token:search", searchTokensV2},
+		{http.MethodPost, "/detokenize", "token:read", detokenize},
 		{http.MethodPost, "/tokenize", "token:create", tokenize},
 		{http.MethodGet, "/tenants/self/reports/usage", "report:read", usageReport},
 
 		{http.MethodGet, "/logs", "log:read", listLogs},
 		{http.MethodGet, "/logs/entity-types", "log:read", listLogEntityTypes},
+
+		{http.MethodPost, "/reactors", "reactor:create", createReactor},
+		{http.MethodGet, "/reactors", "reactor:read", listReactors},
+		{http.MethodGet, "/reactors/{id}", "reactor:read", getReactor},
+		{http.MethodPut, "/reactors/{id}", "reactor:update", updateReactor},
+		{http.MethodPatch, "/reactors/{id}", "reactor:update", patchReactor},
+		{http.MethodDelete, "/reactors/{id}", "reactor:delete", deleteReactor},
+		{http.MethodPost, "/reactors/{id}/react", "reactor:invoke", react},
 
 		{http.MethodPost, "/proxies", "proxy:create", createProxy},
 		{http.MethodGet, "/proxies", "proxy:read", listProxies},

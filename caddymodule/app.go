@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tokenvault/tokenvault/egress"
+	"github.com/tokenvault/tokenvault/transforms"
 	"github.com/tokenvault/tokenvault/vaultstore"
 )
 
@@ -74,11 +75,17 @@ type App struct {
 	// destinations whose addresses are public, checked at connect time.
 	Egress *EgressConfig `json:"egress,omitempty"`
 
+	// Transforms sizes the worker processes that run tenant JavaScript.
+	Transforms *TransformsConfig `json:"transforms,omitempty"`
+
 	store     *vaultstore.Store
 	poolKey   string
 	logger    *zap.Logger
 	egress    *egress.Policy
 	transport *http.Transport
+
+	workers    *transforms.Pool
+	workersKey string
 }
 
 // EgressConfig relaxes the default egress policy for on-premises
@@ -139,6 +146,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return err
 	}
 	a.egress, a.transport = policy, policy.Transport()
+	if err := a.provisionTransforms(); err != nil {
+		return err
+	}
 	dir, err := filepath.Abs(a.Storage)
 	if err != nil {
 		return fmt.Errorf("storage: %w", err)
@@ -177,7 +187,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 	a.poolKey = dir
 	ps := val.(pooledStore)
 	a.store = ps.Store
-	if err := registerMetrics(ctx.GetMetricsRegistry(), a.store); err != nil {
+	if err := registerMetrics(ctx.GetMetricsRegistry(), a.store, a.workers); err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
 	if loaded {
@@ -309,13 +319,18 @@ func (a *App) Stop() error { return nil }
 // Cleanup releases this config's reference to the store; the last one
 // closes it.
 func (a *App) Cleanup() error {
-	if a.poolKey == "" {
-		return nil
+	var err error
+	if a.poolKey != "" {
+		_, err = stores.Delete(a.poolKey)
+		a.poolKey, a.store = "", nil
 	}
-	_, err := stores.Delete(a.poolKey)
-	a.poolKey, a.store = "", nil
 	if a.transport != nil {
 		a.transport.CloseIdleConnections()
+	}
+	if a.workersKey != "" {
+		_, werr := pools.Delete(a.workersKey)
+		err = errors.Join(err, werr)
+		a.workersKey, a.workers = "", nil
 	}
 	return err
 }

@@ -38,6 +38,15 @@ func parseGlobalVault(d *caddyfile.Dispenser, existing any) (any, error) {
 //	    previous_master_keys <placeholder>...
 //	    sync_writes     on|off
 //	    header_prefix   <prefix>
+//	    transforms {
+//	        min_workers <n>
+//	        max_workers <n>
+//	        timeout <duration>
+//	        queue_timeout <duration>
+//	        memory_limit <size>
+//	        modules_dir <directory>
+//	        allow <package>...
+//	    }
 //	    egress {
 //	        allow_http
 //	        allow_network <cidr>...
@@ -53,6 +62,11 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		switch option {
 		case "egress":
 			if err := a.unmarshalEgress(d); err != nil {
+				return err
+			}
+			continue
+		case "transforms":
+			if err := a.unmarshalTransforms(d); err != nil {
 				return err
 			}
 			continue

@@ -3,21 +3,29 @@ package caddymodule
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
+
+	"github.com/tokenvault/tokenvault/transforms"
+	"github.com/tokenvault/tokenvault/vaultstore"
 )
 
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "vault",
-		Usage: "tenant create|list|delete | hostname add|list|delete [--address <admin>]",
+		Usage: "tenant create|list|delete|quotas | rotate-master-key | rotate-data-key | hostname add|list|delete | backup --output FILE | restore --input FILE --storage DIR [--address <admin>]",
 		Short: "Operates the token vault of a running Caddy",
 		Long: `
 Operates the token vault through the admin API of a running Caddy, so it
@@ -45,9 +53,22 @@ works while the vault holds its storage open.
       certificate.
   caddy vault hostname list --tenant ID
   caddy vault hostname delete --tenant ID HOSTNAME
+  caddy vault backup --output FILE [--force]
+      streams a consistent snapshot of the running vault into FILE
+      (created 0600; an existing FILE is replaced only with --force). The
+      backup is sealed under the master key: without it, it shows nothing
+      but its size. It leaves out CVCs, whose keys are shredded when
+      their retention ends: restored card tokens have no CVC.
+  caddy vault restore --input FILE --storage DIR
+      (--master-key-env NAME | --master-key-file PATH)
+      restores a backup, offline, into DIR, which must be empty or new,
+      with the master key it was taken with: base64, in the environment
+      variable NAME or in the file PATH (never on the command line).
+      Start Caddy with storage DIR and the same master key.
 
 The admin endpoint is found like Caddy's own commands find it: --address,
-or the admin address of --config, or the default localhost:2019.`,
+or the admin address of --config, or the default localhost:2019. restore
+needs no running Caddy: it writes DIR itself.`,
 		CobraFunc: func(cmd *cobra.Command) {
 			tenant := &cobra.Command{Use: "tenant", Short: "Creates, lists and deletes tenants"}
 			create := &cobra.Command{
@@ -78,7 +99,7 @@ or the admin address of --config, or the default localhost:2019.`,
 				addAdminFlags(c)
 				tenant.AddCommand(c)
 			}
-			cmd.AddCommand(tenant, hostnameCommand(), rotateMasterKeyCommand(), rotateDataKeyCommand())
+			cmd.AddCommand(tenant, hostnameCommand(), rotateMasterKeyCommand(), rotateDataKeyCommand(), workerCommand(), backupCommand(), restoreCommand())
 		},
 	})
 }
@@ -169,6 +190,20 @@ func rotateDataKeyCommand() *cobra.Command {
 	return c
 }
 
+// workerCommand is the transform worker process the vault app starts: it
+// runs tenant JavaScript over its stdin and stdout, never by hand.
+func workerCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:    "transform-worker",
+		Short:  "Runs tenant code for the vault app (started by it)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			return transforms.ServeWorker(os.Stdin, os.Stdout)
+		},
+	}
+}
+
 // hostnameCommand is "caddy vault hostname add|list|delete".
 func hostnameCommand() *cobra.Command {
 	hostname := &cobra.Command{Use: "hostname", Short: "Registers whitelabel hostnames for proxies"}
@@ -234,9 +269,9 @@ func cmdTenantList(fl caddycmd.Flags) (int, error) {
 // adminCall sends one request to the admin API and prints the JSON answer
 // to standard output.
 func adminCall(fl caddycmd.Flags, method, uri string, body []byte) (int, error) {
-	addr, err := caddycmd.DetermineAdminAPIAddress(fl.String("address"), nil, fl.String("config"), fl.String("adapter"))
+	addr, err := adminAddress(fl)
 	if err != nil {
-		return caddy.ExitCodeFailedStartup, fmt.Errorf("finding the admin address: %v", err)
+		return caddy.ExitCodeFailedStartup, err
 	}
 	var reader io.Reader
 	if body != nil {
@@ -259,4 +294,262 @@ func adminCall(fl caddycmd.Flags, method, uri string, body []byte) (int, error) 
 		os.Stdout.Write(out)
 	}
 	return caddy.ExitCodeSuccess, nil
+}
+
+// adminAddress finds the admin endpoint from the flags addAdminFlags adds.
+func adminAddress(fl caddycmd.Flags) (string, error) {
+	addr, err := caddycmd.DetermineAdminAPIAddress(fl.String("address"), nil, fl.String("config"), fl.String("adapter"))
+	if err != nil {
+		return "", fmt.Errorf("finding the admin address: %v", err)
+	}
+	return addr, nil
+}
+
+// backupCommand is "caddy vault backup --output FILE".
+func backupCommand() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "backup --output FILE [--force] [--address ADMIN]",
+		Short: "Streams a sealed backup of the running vault into a file",
+		Args:  cobra.NoArgs,
+		RunE:  caddycmd.WrapCommandFuncForCobra(cmdBackup),
+	}
+	c.Flags().StringP("output", "o", "", "File to write the backup to (required)")
+	c.Flags().Bool("force", false, "Replace the file if it exists")
+	addAdminFlags(c)
+	return c
+}
+
+// restoreCommand is "caddy vault restore --input FILE --storage DIR".
+func restoreCommand() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "restore --input FILE --storage DIR (--master-key-env NAME | --master-key-file PATH)",
+		Short: "Restores a backup into a new storage directory, offline",
+		Args:  cobra.NoArgs,
+		RunE:  caddycmd.WrapCommandFuncForCobra(cmdRestore),
+	}
+	c.Flags().StringP("input", "i", "", "Backup file to restore, - for standard input (required)")
+	c.Flags().String("storage", "", "Storage directory to restore into; must be empty or missing (required)")
+	c.Flags().String("master-key-env", "", "Environment variable holding the base64 master key")
+	c.Flags().String("master-key-file", "", "File holding the base64 master key")
+	return c
+}
+
+func cmdBackup(fl caddycmd.Flags) (int, error) {
+	path, force := fl.String("output"), fl.Bool("force")
+	if path == "" {
+		return caddy.ExitCodeFailedStartup, fmt.Errorf("--output is required")
+	}
+	if _, err := os.Lstat(path); err == nil && !force {
+		return caddy.ExitCodeFailedStartup, fmt.Errorf("%s exists; use --force to replace it", path)
+	}
+	addr, err := adminAddress(fl)
+	if err != nil {
+		return caddy.ExitCodeFailedStartup, err
+	}
+	resp, err := caddycmd.AdminAPIRequest(addr, http.MethodGet, "/vault/backup", nil, nil)
+	if err != nil {
+		return caddy.ExitCodeFailedStartup, fmt.Errorf("backup: %v", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return caddy.ExitCodeFailedStartup, fmt.Errorf("backup: the admin API answered %s", resp.Status)
+	}
+	out, err := createBackupFile(path, force)
+	if err != nil {
+		return caddy.ExitCodeFailedStartup, err
+	}
+	sink := &backupSink{file: out.f, tty: isTerminal(os.Stderr)}
+	_, err = io.Copy(sink, resp.Body)
+	if sink.shown {
+		fmt.Fprintln(os.Stderr)
+	}
+	if err == nil && !sink.meter.Complete() {
+		err = fmt.Errorf("the stream ended before its last frame (the server's log says why)")
+	}
+	if err == nil {
+		err = out.commit()
+	}
+	if err != nil {
+		out.abort()
+		return caddy.ExitCodeFailedStartup, fmt.Errorf("backup: %v; no backup was written", err)
+	}
+	fmt.Fprintf(os.Stderr, "backup written to %s: %s, %s records\n", path, humanBytes(sink.meter.Bytes()), groupDigits(sink.meter.Records()))
+	return caddy.ExitCodeSuccess, nil
+}
+
+// backupSink checks the stream as it passes, writes it to the file and,
+// on a terminal, shows how far it has got.
+type backupSink struct {
+	file  *os.File
+	meter vaultstore.BackupMeter
+	tty   bool
+	shown bool
+	last  time.Time
+}
+
+func (b *backupSink) Write(p []byte) (int, error) {
+	if _, err := b.meter.Write(p); err != nil {
+		return 0, err
+	}
+	n, err := b.file.Write(p)
+	if err != nil {
+		return n, err
+	}
+	if b.tty && (time.Since(b.last) > 100*time.Millisecond || b.meter.Complete()) {
+		b.last, b.shown = time.Now(), true
+		fmt.Fprintf(os.Stderr, "\r%s, %s records ", humanBytes(b.meter.Bytes()), groupDigits(b.meter.Records()))
+	}
+	return n, nil
+}
+
+// backupFile is the file a backup is written to: the named file itself,
+// created exclusively, or with --force a temporary file beside it that
+// replaces it once complete, so a failed backup leaves the old one.
+type backupFile struct {
+	f          *os.File
+	path, temp string
+}
+
+func createBackupFile(path string, force bool) (*backupFile, error) {
+	if !force {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("creating the backup file: %v", err)
+		}
+		return &backupFile{f: f, path: path}, nil
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".partial-*") // mode 0600
+	if err != nil {
+		return nil, fmt.Errorf("creating the backup file: %v", err)
+	}
+	return &backupFile{f: f, path: path, temp: f.Name()}, nil
+}
+
+// commit makes the backup durable under its name.
+func (b *backupFile) commit() error {
+	if err := b.f.Sync(); err != nil {
+		return err
+	}
+	if err := b.f.Close(); err != nil {
+		return err
+	}
+	if b.temp != "" {
+		if err := os.Rename(b.temp, b.path); err != nil {
+			return err
+		}
+	}
+	d, err := os.Open(filepath.Dir(b.path))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// abort removes what was written.
+func (b *backupFile) abort() {
+	b.f.Close()
+	if b.temp != "" {
+		os.Remove(b.temp)
+	} else {
+		os.Remove(b.path)
+	}
+}
+
+func cmdRestore(fl caddycmd.Flags) (int, error) {
+	input, dir := fl.String("input"), fl.String("storage")
+	if input == "" || dir == "" {
+		return caddy.ExitCodeFailedStartup, fmt.Errorf("--input and --storage are required")
+	}
+	key, err := restoreMasterKey(fl.String("master-key-env"), fl.String("master-key-file"))
+	if err != nil {
+		return caddy.ExitCodeFailedStartup, err
+	}
+	defer clear(key)
+	in := os.Stdin
+	if input != "-" {
+		if in, err = os.Open(input); err != nil {
+			return caddy.ExitCodeFailedStartup, fmt.Errorf("restore: %v", err)
+		}
+		defer in.Close()
+	}
+	opts := vaultstore.RestoreOptions{Dir: dir, MasterKey: key, Logger: caddy.Log().Named("vault.restore")}
+	var shown bool
+	if isTerminal(os.Stderr) {
+		var last time.Time
+		opts.Progress = func(bytes, records int64) {
+			if time.Since(last) > 100*time.Millisecond {
+				last, shown = time.Now(), true
+				fmt.Fprintf(os.Stderr, "\r%s, %s records ", humanBytes(bytes), groupDigits(records))
+			}
+		}
+	}
+	stats, err := vaultstore.Restore(in, opts)
+	if shown {
+		fmt.Fprintln(os.Stderr)
+	}
+	if errors.Is(err, vaultstore.ErrBackupKeyMismatch) {
+		return caddy.ExitCodeFailedStartup, fmt.Errorf("restore refused: %w; nothing was written", err)
+	}
+	if err != nil {
+		return caddy.ExitCodeFailedStartup, fmt.Errorf("restore failed: %w", err)
+	}
+	fmt.Fprintf(os.Stderr, "restored %s records from a backup of %s taken %s into %s", groupDigits(stats.Records), humanBytes(stats.Bytes), stats.CreatedAt.Format(time.RFC3339), dir)
+	if stats.Expired > 0 {
+		fmt.Fprintf(os.Stderr, "; %s had expired and were left out", groupDigits(stats.Expired))
+	}
+	fmt.Fprintln(os.Stderr, "\nstart the vault on this storage with the same master key; restored card tokens have no CVC")
+	return caddy.ExitCodeSuccess, nil
+}
+
+// restoreMasterKey reads the base64 master key from the one source named.
+func restoreMasterKey(envName, file string) ([]byte, error) {
+	var encoded string
+	switch {
+	case (envName == "") == (file == ""):
+		return nil, errors.New("give the master key with exactly one of --master-key-env NAME and --master-key-file PATH")
+	case envName != "":
+		if encoded = os.Getenv(envName); encoded == "" {
+			return nil, fmt.Errorf("the environment variable %s is empty or not set", envName)
+		}
+	default:
+		raw, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("master key file: %v", err)
+		}
+		encoded = string(raw)
+	}
+	return decodeMasterKey(encoded)
+}
+
+// isTerminal reports whether f is a character device, such as a terminal.
+func isTerminal(f *os.File) bool {
+	info, err := f.Stat()
+	return err == nil && info.Mode()&os.ModeCharDevice != 0
+}
+
+// humanBytes formats a size in decimal units: 12.3 MB.
+func humanBytes(n int64) string {
+	const unit = 1000
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	v, i := float64(n)/unit, 0
+	for v >= unit && i < 4 {
+		v, i = v/unit, i+1
+	}
+	return fmt.Sprintf("%.1f %cB", v, "kMGTP"[i])
+}
+
+// groupDigits formats n with thousands separators: 45,678.
+func groupDigits(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 && s[i-1] != '-' {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
 }

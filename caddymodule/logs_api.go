@@ -1,8 +1,10 @@
 package caddymodule
 
 import (
+	"encoding/base64"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tokenvault/tokenvault/vaultstore"
@@ -18,6 +20,27 @@ type cursorPagination struct {
 type cursorPage[T any] struct {
 	Pagination cursorPagination `json:"pagination"`
 	Data       []T              `json:"data"`
+}
+
+// encodeCursor makes the opaque cursor of a position in a listing.
+func encodeCursor(offset int) string {
+	return base64.RawURLEncoding.EncodeToString([]byte("o:" + strconv.Itoa(offset)))
+}
+
+// decodeCursor reads a cursor from encodeCursor; "" is the start.
+func decodeCursor(start string) (int, error) {
+	if start == "" {
+		return 0, nil
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(start)
+	if err == nil {
+		if rest, ok := strings.CutPrefix(string(raw), "o:"); ok {
+			if n, err := strconv.Atoi(rest); err == nil && n >= 0 {
+				return n, nil
+			}
+		}
+	}
+	return 0, errField("start", "start must be the pagination.next of a previous page")
 }
 
 // cursorParams reads start (an opaque cursor) and size (1 to 100, default
@@ -78,6 +101,7 @@ func listLogEntityTypes(c *call) error {
 		{"API Key", "key"},
 		{"Hostname", "hostname"},
 		{"Proxy", "proxy"},
+		{"Reactor", "reactor"},
 		{"Tenant", "tenant"},
 		{"Token", "token"},
 	})

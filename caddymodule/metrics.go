@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tokenvault/tokenvault/transforms"
 	"github.com/tokenvault/tokenvault/vaultstore"
 )
 
@@ -22,6 +23,8 @@ var vaultMetrics = struct {
 	destinationTime   prometheus.Histogram
 	destinationStatus *prometheus.CounterVec
 	rateLimited       *prometheus.CounterVec
+	transformRuns     *prometheus.CounterVec
+	transformFailures *prometheus.CounterVec
 }{
 	requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "tokenvault", Name: "requests_total",
@@ -48,15 +51,28 @@ var vaultMetrics = struct {
 		Namespace: "tokenvault", Name: "rate_limited_total",
 		Help: "Requests refused by a rate limit, by the limit's scope.",
 	}, []string{"scope"}),
+	transformRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "tokenvault", Name: "transform_runs_total",
+		Help: "Runs of tenant code, by kind (request, response, reactor).",
+	}, []string{"kind"}),
+	transformFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "tokenvault", Name: "transform_failures_total",
+		Help: "Failed runs of tenant code, by cause (timeout, memory, crash, busy, runtime, ...).",
+	}, []string{"cause"}),
 }
 
 // registerMetrics adds the vault's collectors and the store's to a
 // config's registry.
-func registerMetrics(reg *prometheus.Registry, store *vaultstore.Store) error {
+func registerMetrics(reg *prometheus.Registry, store *vaultstore.Store, workers *transforms.Pool) error {
 	collectors := []prometheus.Collector{
 		vaultMetrics.requests, vaultMetrics.tokens, vaultMetrics.detokenized,
 		vaultMetrics.destinationTime, vaultMetrics.destinationStatus, vaultMetrics.rateLimited,
+		vaultMetrics.transformRuns, vaultMetrics.transformFailures,
 		storeCollector{store},
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: "tokenvault", Name: "transform_workers",
+			Help: "Transform worker processes alive.",
+		}, func() float64 { return float64(workers.Stats().Alive) }),
 	}
 	for _, c := range collectors {
 		if err := reg.Register(c); err != nil {

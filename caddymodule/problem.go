@@ -166,7 +166,7 @@ func newProblem(status int, detail string) problem {
 func writeProblem(w http.ResponseWriter, logger *zap.Logger, traceID string, err error) {
 	p := problemFor(err)
 	if p.Status >= 500 {
-		logger.Error("request failed", zap.String("trace_id", traceID), zap.Error(err))
+		logger.Error("request failed", zap.String("trace_id", traceID), scrubbedError(err))
 	} else if c := logger.Check(zap.DebugLevel, "request refused"); c != nil {
 		c.Write(zap.String("trace_id", traceID), zap.Int("status", p.Status), zap.String("detail", p.Detail))
 	}
@@ -181,6 +181,12 @@ func writeProblem(w http.ResponseWriter, logger *zap.Logger, traceID string, err
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(p.Status)
 	_ = json.NewEncoder(w).Encode(p)
+}
+
+// scrubbedError is err as a log field, with long digit runs removed:
+// errors can carry tenant-controlled text (a transform's thrown message).
+func scrubbedError(err error) zap.Field {
+	return zap.String("error", scrubDigits(err.Error()))
 }
 
 // writeJSON sends v with status.

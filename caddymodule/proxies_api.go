@@ -1,11 +1,13 @@
 package caddymodule
 
 import (
+	"context"
 	"mime"
 	"net/http"
 	"path"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/tokenvault/tokenvault/vaultstore"
 )
@@ -120,15 +122,19 @@ func deleteProxy(c *call) error {
 }
 
 // checkProxy refuses what this deployment cannot run: a destination the
-// egress policy forbids, and transform code until the transforms runtime
-// exists.
+// egress policy forbids, and transform code the sandbox refuses.
 func (h *API) checkProxy(in *vaultstore.ProxyInput, v *vaultstore.ValidationError) {
 	if _, err := h.app.egress.CheckURL(in.DestinationURL); err != nil {
 		v.Add("destination_url", egressReason(err))
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), codeCheckTimeout)
+	defer cancel()
 	for field, t := range map[string]*vaultstore.ProxyTransform{"request_transform": in.RequestTransform, "response_transform": in.ResponseTransform} {
 		if t != nil && t.Code != "" {
-			v.Add(field, "transforms are not supported by this vault yet; remove "+field)
+			h.app.checkCode(ctx, field+".code", t.Code, v)
 		}
 	}
 }
+
+// codeCheckTimeout bounds checking tenant code when it is saved.
+const codeCheckTimeout = 10 * time.Second

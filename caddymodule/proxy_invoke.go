@@ -63,7 +63,12 @@ type invocation struct {
 // proxy this call may reach. Every failure before the destination answers
 // is a proxy_error.
 func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, suffix, pinnedKey string) {
-	if err := f.forward(w, r, suffix, pinnedKey); err != nil {
+	err := f.forward(w, r, suffix, pinnedKey)
+	var custom *customResponse
+	switch {
+	case errors.As(err, &custom):
+		custom.write(w)
+	case err != nil:
 		f.writeProxyError(w, r, err)
 	}
 }
@@ -80,9 +85,18 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, suffix, pinn
 	if err != nil {
 		return err
 	}
+	headers := f.outboundHeaders(r.Header)
+	if inv.responseTransform() != nil {
+		headers.Del("Accept-Encoding") // the transform reads the body as sent
+	}
 	body, length, err := f.requestBody(r, inv, target)
 	if err != nil {
 		return err
+	}
+	if t := inv.requestTransform(); t != nil {
+		if body, length, headers, err = f.transformRequest(r, inv, suffix, body, headers); err != nil {
+			return err
+		}
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), destinationTimeout)
 	defer cancel()
@@ -94,7 +108,7 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, suffix, pinn
 	if length == 0 {
 		out.Body = http.NoBody
 	}
-	out.Header = f.outboundHeaders(r.Header)
+	out.Header = headers
 	sent := time.Now()
 	resp, err := f.app.transport.RoundTrip(out)
 	if err != nil {
@@ -104,6 +118,9 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, suffix, pinn
 	vaultMetrics.destinationTime.Observe(time.Since(sent).Seconds())
 	vaultMetrics.destinationStatus.WithLabelValues(statusClass(resp.StatusCode)).Inc()
 	defer resp.Body.Close()
+	if t := inv.responseTransform(); t != nil && resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return f.transformResponse(w, r, inv, resp)
+	}
 	return f.relay(w, resp)
 }
 
@@ -144,7 +161,7 @@ func (f *forwarder) resolve(r *http.Request, pinnedKey string) (*invocation, err
 	case p.RequireAuth:
 		return nil, vaultstore.ErrUnauthenticated
 	default:
-		app, err := f.store.ProxyApplication(ctx, p)
+		app, err := f.store.ServiceApplication(ctx, p.TenantID, p.ApplicationID)
 		if err != nil && !errors.Is(err, vaultstore.ErrNotFound) {
 			return nil, err
 		}
@@ -267,7 +284,7 @@ func dropQueryParam(rawQuery, name string) string {
 // unknown).
 func (f *forwarder) requestBody(r *http.Request, inv *invocation, target *url.URL) (io.Reader, int64, error) {
 	kind := bodyKindOf(r.Header.Get("Content-Type"))
-	if kind == bodyOpaque {
+	if kind == bodyOpaque && inv.requestTransform() == nil {
 		if r.ContentLength > maxBodyBytes {
 			return nil, 0, strictjson.ErrTooLarge
 		}
@@ -277,9 +294,11 @@ func (f *forwarder) requestBody(r *http.Request, inv *invocation, target *url.UR
 	if err != nil {
 		return nil, 0, err
 	}
-	out, err := f.detokenize(r.Context(), inv, target, kind, raw)
-	if err != nil {
-		return nil, 0, err
+	out := raw
+	if kind != bodyOpaque {
+		if out, err = f.detokenize(r.Context(), inv, target, kind, raw); err != nil {
+			return nil, 0, err
+		}
 	}
 	return bytes.NewReader(out), int64(len(out)), nil
 }
@@ -396,7 +415,7 @@ func (f *forwarder) relay(w http.ResponseWriter, resp *http.Response) error {
 	if n > maxProxyResponseBytes || err != nil {
 		// the status is sent; all that is left is to cut the response short
 		if c := f.logger.Check(zap.DebugLevel, "destination response cut short"); c != nil {
-			c.Write(zap.Int64("bytes", n), zap.Error(err))
+			c.Write(zap.Int64("bytes", n), scrubbedError(err))
 		}
 		panic(http.ErrAbortHandler)
 	}
@@ -453,9 +472,9 @@ func removeHopHeaders(h http.Header) {
 func (f *forwarder) writeProxyError(w http.ResponseWriter, r *http.Request, err error) {
 	p := problemFor(err)
 	if p.Status >= 500 && p.Status != http.StatusBadGateway {
-		f.logger.Error("proxy request failed", zap.String("trace_id", w.Header().Get(f.headers.traceID)), zap.Error(err))
+		f.logger.Error("proxy request failed", zap.String("trace_id", w.Header().Get(f.headers.traceID)), scrubbedError(err))
 	} else if c := f.logger.Check(zap.DebugLevel, "proxy request refused"); c != nil {
-		c.Write(zap.String("trace_id", w.Header().Get(f.headers.traceID)), zap.Int("status", p.Status), zap.String("detail", p.Detail), zap.Error(err))
+		c.Write(zap.String("trace_id", w.Header().Get(f.headers.traceID)), zap.Int("status", p.Status), zap.String("detail", p.Detail), scrubbedError(err))
 	}
 	if p.Status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")

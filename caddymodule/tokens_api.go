@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
@@ -42,7 +43,11 @@ func listTokens(c *call) error {
 	if err != nil {
 		return err
 	}
-	filter := vaultstore.TokenFilter{IDs: q["id"], Metadata: metadataFilter(c.r.URL.RawQuery)}
+	metadata, err := metadataFilter(c.r.URL.RawQuery)
+	if err != nil {
+		return err
+	}
+	filter := vaultstore.TokenFilter{IDs: q["id"], Metadata: metadata}
 	toks, total, err := c.store.ListTokens(c.ctx(), c.tokenRequest(), filter, pageOffset(number, size), size)
 	if err != nil {
 		return err
@@ -50,9 +55,95 @@ func listTokens(c *call) error {
 	return writeJSON(c.w, http.StatusOK, tokenPage(toks, total, number, size))
 }
 
-// metadataFilter reads metadata.<key>=<value> query parameters (and the
-// metadata[<key>] form); a key given twice is ignored after its first use.
-func metadataFilter(rawQuery string) map[string]string {
+// listTokensV2: GET /v2/tokens, as GET /tokens with cursor pagination.
+func listTokensV2(c *call) error {
+	start, size, err := cursorParams(c)
+	if err != nil {
+		return err
+	}
+	offset, err := decodeCursor(start)
+	if err != nil {
+		return err
+	}
+	metadata, err := metadataFilter(c.r.URL.RawQuery)
+	if err != nil {
+		return err
+	}
+	filter := vaultstore.TokenFilter{IDs: c.r.URL.Query()["id"], Metadata: metadata}
+	toks, total, err := c.store.ListTokens(c.ctx(), c.tokenRequest(), filter, offset, size)
+	if err != nil {
+		return err
+	}
+	return writeJSON(c.w, http.StatusOK, tokenCursorPage(toks, offset, size, total))
+}
+
+// searchTokensV2: POST /v2/tokens/search {query, start, size}, cursor
+// pagination.
+func searchTokensV2(c *call) error {
+	var in struct {
+		Query string `json:"query"`
+		Start string `json:"start"`
+		Size  *int   `json:"size"`
+	}
+	if err := c.decode(&in); err != nil {
+		return err
+	}
+	size := defaultPageSize
+	if in.Size != nil {
+		if size = *in.Size; size < 1 || size > maxPageSize {
+			return errField("size", "size must be a whole number from 1 to 100")
+		}
+	}
+	if strings.TrimSpace(in.Query) == "" {
+		return errField("query", "query is required")
+	}
+	offset, err := decodeCursor(in.Start)
+	if err != nil {
+		return err
+	}
+	toks, total, err := c.store.SearchTokens(c.ctx(), c.tokenRequest(), in.Query, offset, size)
+	if err != nil {
+		return err
+	}
+	return writeJSON(c.w, http.StatusOK, tokenCursorPage(toks, offset, size, total))
+}
+
+// tokenCursorPage is a cursor page of tokens found at offset, with the
+// cursor of the next page when there is one.
+func tokenCursorPage(toks []*vaultstore.Token, offset, size, total int) cursorPage[*vaultstore.Token] {
+	p := cursorPage[*vaultstore.Token]{Pagination: cursorPagination{PageSize: size}, Data: toks}
+	if offset+len(toks) < total && len(toks) > 0 {
+		p.Pagination.Next = encodeCursor(offset + len(toks))
+	}
+	return p
+}
+
+// detokenize: POST /detokenize, the body with every expression replaced
+// by token data, as the caller's token:read rules show it; at most the
+// tenant's detokenize limit of distinct tokens.
+func detokenize(c *call) error {
+	v, err := c.decodeValue()
+	if err != nil {
+		return err
+	}
+	out, _, err := c.store.Detokenize(c.ctx(), c.tokenRequest(), vaultstore.DetokenizeOptions{
+		Permission: "token:read",
+		Limit:      c.principal.Tenant.Quotas.DetokenizeLimit,
+		Audit: &vaultstore.AuditRecord{
+			ActorID: c.actorID(), ActorType: vaultstore.ActorApplication,
+			EntityType: "token", Operation: "detokenize", Message: "tokens detokenized through /detokenize",
+		},
+	}, v)
+	if err != nil {
+		return err
+	}
+	return writeJSON(c.w, http.StatusOK, out)
+}
+
+// metadataFilter reads metadata.<key>=<value> query parameters, the
+// metadata[<key>] form and metadata=<JSON object of strings>; a key given
+// twice is ignored after its first use.
+func metadataFilter(rawQuery string) (map[string]string, error) {
 	var out map[string]string
 	for _, pair := range strings.Split(rawQuery, "&") {
 		k, v, _ := strings.Cut(pair, "=")
@@ -63,6 +154,20 @@ func metadataFilter(rawQuery string) map[string]string {
 		}
 		var key string
 		switch {
+		case k == "metadata":
+			var obj map[string]string
+			if err := json.Unmarshal([]byte(v), &obj); err != nil {
+				return nil, errField("metadata", "metadata must be a JSON object of string values")
+			}
+			for mk, mv := range obj {
+				if out == nil {
+					out = map[string]string{}
+				}
+				if _, seen := out[mk]; !seen && mk != "" {
+					out[mk] = mv
+				}
+			}
+			continue
 		case strings.HasPrefix(k, "metadata."):
 			key = k[len("metadata."):]
 		case strings.HasPrefix(k, "metadata[") && strings.HasSuffix(k, "]"):
@@ -80,7 +185,7 @@ func metadataFilter(rawQuery string) map[string]string {
 			out[key] = v
 		}
 	}
-	return out
+	return out, nil
 }
 
 // updateToken: PATCH /tokens/{id}, a JSON merge patch (RFC 7386).

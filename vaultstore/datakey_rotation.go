@@ -52,6 +52,8 @@ func sealedPrefixes(tenantID string) []struct {
 		{[]byte(t + "appkey/"), "apikey"},
 		{[]byte(t + "tok/"), "token"},
 		{[]byte(t + "proxy/"), "proxy"},
+		{[]byte(t + "reactor/"), "reactor"},
+		{[]byte(t + "idem/"), "idempotency"},
 		{[]byte(t + "log/"), "audit"},
 	}
 }
@@ -269,11 +271,15 @@ func (s *Store) resealKeys(ctx context.Context, tenantID, kind string, keys [][]
 			if !changed {
 				continue
 			}
-			// a record's time to live is not known here; only audit records
-			// have one, and they keep the tenant's retention
+			// a record's time to live is not known here: audit records keep
+			// the tenant's retention, idempotency records (a day at most)
+			// get a fresh day
 			ttl := time.Duration(0)
-			if kind == "audit" {
+			switch kind {
+			case "audit":
 				ttl = s.auditTTL(w, tenantID, key)
+			case "idempotency":
+				ttl = idempotencyTTL
 			}
 			if err := w.Put(key, next, ttl); err != nil {
 				return err

@@ -27,6 +27,8 @@ package vaultstore
 //	v1/t/{tenant}/host/{hostname}          the tenant's side of a hostname, for listing and deletes
 //	v1/t/{tenant}/log/{inverted ns hex}{rand}  audit record, sealed, expires with the log retention
 //	v1/health                              the health check's last write (a timestamp)
+//	v1/t/{tenant}/reactor/{reactor}        reactor record, sealed
+//	v1/t/{tenant}/idem/{sha256(key) hex}    idempotency key: the first response, sealed, kept a day
 //
 // Everything a tenant owns lives under v1/t/{tenant}/, so deleting a tenant
 // is one prefix delete once its data keys are gone.
@@ -154,3 +156,13 @@ func auditKey(tenantID, slot string) []byte {
 }
 
 func auditPrefix(tenantID string) []byte { return []byte(keyVersion + "t/" + tenantID + "/log/") }
+
+func reactorKey(tenantID, id string) []byte {
+	return []byte(keyVersion + "t/" + tenantID + "/reactor/" + id)
+}
+
+func reactorPrefix(tenantID string) []byte { return []byte(keyVersion + "t/" + tenantID + "/reactor/") }
+
+func idempotencyKey(tenantID, digestHex string) []byte {
+	return []byte(keyVersion + "t/" + tenantID + "/idem/" + digestHex)
+}

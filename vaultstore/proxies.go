@@ -113,9 +113,10 @@ type proxyKeyEntry struct {
 // newProxyKey returns a fresh proxy key: 192 random bits in base62.
 func newProxyKey() string { return base62(randomBytes(proxyKeyRandomBytes), keyPayloadLen) }
 
-// checkProxyApplication refuses an application that is not a public or
+// checkServiceApplication refuses an application (of a proxy or a
+// reactor, whose code gets a client acting as it) that is not a public or
 // private application of the tenant.
-func (s *Store) checkProxyApplication(r Reader, tk *tenantKeys, tenantID string, ref *ApplicationRef) error {
+func (s *Store) checkServiceApplication(r Reader, tk *tenantKeys, tenantID string, ref *ApplicationRef) error {
 	if ref == nil {
 		return nil
 	}
@@ -169,7 +170,7 @@ func (s *Store) CreateProxy(ctx context.Context, tenantID, actorID string, in Pr
 		if err != nil {
 			return err
 		}
-		if err := s.checkProxyApplication(w, tk, tenantID, in.Application); err != nil {
+		if err := s.checkServiceApplication(w, tk, tenantID, in.Application); err != nil {
 			return err
 		}
 		if err := s.writeAudit(w, tk, t, byActor(actorID, "proxy", p.ID, "create", "proxy created")); err != nil {
@@ -295,7 +296,7 @@ func (s *Store) changeProxy(ctx context.Context, tenantID, id, actorID string, n
 		if err := in.validate(check); err != nil {
 			return err
 		}
-		if err := s.checkProxyApplication(w, tk, tenantID, in.Application); err != nil {
+		if err := s.checkServiceApplication(w, tk, tenantID, in.Application); err != nil {
 			return err
 		}
 		p.apply(in)
@@ -368,15 +369,6 @@ func (s *Store) ProxyByKey(ctx context.Context, key string) (*Proxy, *Tenant, er
 		return nil, nil, err
 	}
 	return &p, &t, nil
-}
-
-// ProxyApplication returns the application a proxy runs as when no API
-// key is given: its application, if it still exists.
-func (s *Store) ProxyApplication(ctx context.Context, p *Proxy) (*Application, error) {
-	if p.ApplicationID == "" {
-		return nil, ErrNotFound
-	}
-	return s.GetApplication(ctx, p.TenantID, p.ApplicationID)
 }
 
 // proxyKeyDigests lists the key index entries of a tenant's proxies, for

@@ -871,29 +871,29 @@ func TestProxyApplication(t *testing.T) {
 	with := pxFull(t, s, tid, app.ID)
 	without := mustCreateProxy(t, s, tid, pxInput("no app"))
 
-	got, err := s.ProxyApplication(ctx, with)
+	got, err := s.ServiceApplication(ctx, with.TenantID, with.ApplicationID)
 	if err != nil {
-		t.Fatalf("ProxyApplication: %v", err)
+		t.Fatalf("ServiceApplication: %v", err)
 	}
 	if !sameJSON(t, got, app) {
-		t.Errorf("ProxyApplication = %s, want %s", twJSON(t, got), twJSON(t, app))
+		t.Errorf("ServiceApplication = %s, want %s", twJSON(t, got), twJSON(t, app))
 	}
-	if got, err := s.ProxyApplication(ctx, without); !errors.Is(err, ErrNotFound) {
-		t.Errorf("ProxyApplication without an application = %v, %v; want ErrNotFound", got, err)
+	if got, err := s.ServiceApplication(ctx, without.TenantID, without.ApplicationID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("ServiceApplication without an application = %v, %v; want ErrNotFound", got, err)
 	}
 	// The proxy as ProxyByKey resolves it, as a handler would use it.
 	byKey, _, err := s.ProxyByKey(ctx, with.Key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.ProxyApplication(ctx, byKey); err != nil || got.ID != app.ID {
-		t.Errorf("ProxyApplication of the resolved proxy = %v, %v", got, err)
+	if got, err := s.ServiceApplication(ctx, byKey.TenantID, byKey.ApplicationID); err != nil || got.ID != app.ID {
+		t.Errorf("ServiceApplication of the resolved proxy = %v, %v", got, err)
 	}
 	if err := s.DeleteApplication(ctx, tid, app.ID, "actor"); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.ProxyApplication(ctx, with); !errors.Is(err, ErrNotFound) {
-		t.Errorf("ProxyApplication after the application was deleted = %v, %v; want ErrNotFound", got, err)
+	if got, err := s.ServiceApplication(ctx, with.TenantID, with.ApplicationID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("ServiceApplication after the application was deleted = %v, %v; want ErrNotFound", got, err)
 	}
 	// the proxy itself survives its application
 	if _, _, err := s.ProxyByKey(ctx, with.Key); err != nil {

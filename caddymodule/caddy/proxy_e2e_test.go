@@ -715,8 +715,8 @@ func TestProxyEndToEnd(t *testing.T) {
 		wantFieldError(t, s.do(http.MethodPost, "/proxies", mgmt, map[string]any{"name": "old", "destination_url": dest.url, "request_reactor_id": uuid.NewString()}),
 			"request_reactor_id", "request_reactor_id", "request_transform")
 		wantFieldError(t, s.do(http.MethodPost, "/proxies", mgmt, map[string]any{"name": "code", "destination_url": dest.url,
-			"request_transform": map[string]any{"code": "module.exports = async function (req) { return req.args; };"}}),
-			"request_transform", "request_transform code", "not supported")
+			"request_transform": map[string]any{"code": "const cp = require('child_process'); module.exports = async function (req) { return req.args; };"}}),
+			"request_transform.code", "request_transform requiring child_process", "child_process")
 		wantFieldError(t, s.do(http.MethodPost, "/proxies", mgmt, map[string]any{"name": strings.Repeat("n", 201), "destination_url": dest.url}),
 			"name", "name of 201 characters")
 		r = expectT(t, s, http.StatusCreated, http.MethodPost, "/proxies", mgmt, map[string]any{"name": strings.Repeat("n", 200), "destination_url": dest.url})

@@ -1,0 +1,162 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// TestProxyTransforms: a request transform adds a header and rewrites the
+// body, a response transform masks a field, through /proxy against a
+// destination on 127.0.0.1.
+func TestProxyTransforms(t *testing.T) {
+	e, cardID := newProxyEnv(t, nil)
+	dest := newDestination(t)
+	r := e.do(tvRoleMgmt, http.MethodPost, "/proxies", map[string]any{
+		"name": "t", "destination_url": dest.srv.URL,
+		"configuration": map[string]any{"merchant": "m-42"},
+		"request_transform": map[string]any{"code": `module.exports = async function (req) {
+			const { body, headers } = req.args;
+			return {
+				body: { wrapped: body, merchant: req.configuration.merchant, path: req.args.path, query: req.args.query },
+				headers: { ...headers, 'X-Added': 'yes' },
+			};
+		}`},
+		"response_transform": map[string]any{"code": `module.exports = function (req) {
+			return { body: { charged: req.args.body.charged, masked: 'xxxx' }, headers: { 'Content-Type': 'application/json', 'X-Masked': '1' } };
+		}`},
+	})
+	tvWantStatus(t, r, http.StatusCreated, "create proxy with transforms")
+	key := tvStr(r.body, "key")
+
+	r = e.do("user", http.MethodPost, "/proxy/pay?x=1", `{"number":"{{ `+cardID+` | json: '$.number' }}"}`,
+		"SVC-PROXY-KEY", key, "Content-Type", "application/json")
+	tvWantStatus(t, r, http.StatusCreated, "invoke")
+	got := dest.received()
+	if len(got) != 1 {
+		t.Fatalf("destination got %d requests", len(got))
+	}
+	var sent map[string]any
+	if err := json.Unmarshal([]byte(got[0].body), &sent); err != nil {
+		t.Fatalf("destination body %q: %v", got[0].body, err)
+	}
+	if tvStr(sent, "wrapped", "number") != tvCard || sent["merchant"] != "m-42" || sent["path"] != "/pay" || sent["query"] != "?x=1" {
+		t.Errorf("destination body %s", got[0].body)
+	}
+	if got[0].header.Get("X-Added") != "yes" || got[0].header.Get("Svc-Api-Key") != "" || got[0].header.Get("Svc-Proxy-Key") != "" {
+		t.Errorf("destination headers %v", got[0].header)
+	}
+	if tvStr(r.body, "masked") != "xxxx" || tvField(r.body, "charged") != true || r.header.Get("X-Masked") != "1" ||
+		r.header.Get("Svc-Proxy-Destination-Status") != "201" {
+		t.Errorf("caller got %s %v", r.raw, r.header)
+	}
+}
+
+// TestInboundProxyTokenizes: a proxy without require_auth whose request
+// transform tokenizes the card it receives; the destination gets only the
+// token id, which a private key reads back.
+func TestInboundProxyTokenizes(t *testing.T) {
+	e, _ := newProxyEnv(t, nil)
+	dest := newDestination(t)
+	r := e.do(tvRoleMgmt, http.MethodPost, "/applications", map[string]any{"name": "inbound", "type": "private",
+		"permissions": []string{"token:create"}})
+	tvWantStatus(t, r, http.StatusCreated, "inbound application")
+	r = e.do(tvRoleMgmt, http.MethodPost, "/proxies", map[string]any{
+		"name": "inbound", "destination_url": dest.srv.URL, "require_auth": false,
+		"application": map[string]any{"id": tvStr(r.body, "id")},
+		"request_transform": map[string]any{"code": `module.exports = async function (req) {
+			const token = await req.svc.tokenize({ type: 'card', data: req.args.body.card });
+			return { body: { card_token: token.id }, headers: req.args.headers };
+		}`},
+	})
+	tvWantStatus(t, r, http.StatusCreated, "inbound proxy")
+	key := tvStr(r.body, "key")
+	r = e.do("", http.MethodPost, "/proxy", map[string]any{"card": map[string]any{"number": tvCard, "expiration_month": 12, "expiration_year": 2030}},
+		"SVC-PROXY-KEY", key)
+	tvWantStatus(t, r, http.StatusCreated, "inbound call")
+	got := dest.received()
+	if len(got) != 1 || strings.Contains(got[0].body, tvCard) {
+		t.Fatalf("destination got %+v", got)
+	}
+	var sent map[string]string
+	if err := json.Unmarshal([]byte(got[0].body), &sent); err != nil || sent["card_token"] == "" {
+		t.Fatalf("destination body %q: %v", got[0].body, err)
+	}
+	r = e.do("user", http.MethodGet, "/tokens/"+sent["card_token"], nil)
+	if r.status != http.StatusOK || tvStr(r.body, "data", "number") != tvCard {
+		t.Errorf("reading the token back: %s", r)
+	}
+}
+
+// TestTransformCodeValidation: code the sandbox refuses is a 400 naming
+// the field, at create and update.
+func TestTransformCodeValidation(t *testing.T) {
+	e, _ := newProxyEnv(t, nil)
+	for name, code := range map[string]string{
+		"syntax":       `module.exports = function (req {`,
+		"module":       `const fs = require('fs'); module.exports = () => ({})`,
+		"backtracking": `module.exports = () => ({ body: /^(a+)+\1$/.test('aaaa'), headers: {} })`,
+		"too long":     `module.exports = () => ({}); //` + strings.Repeat("x", 50_001),
+	} {
+		r := e.do(tvRoleMgmt, http.MethodPost, "/proxies", map[string]any{"name": "bad", "destination_url": "https://api.example.com",
+			"request_transform": map[string]any{"code": code}})
+		tvWantProblem(t, r, http.StatusBadRequest, name, "request_transform.code")
+	}
+}
+
+// TestReactors: CRUD, react with a detokenized argument and configuration,
+// the error types' statuses, and retired formulas.
+func TestReactors(t *testing.T) {
+	e, cardID := newProxyEnv(t, nil)
+	r := e.do(tvRoleMgmt, http.MethodPost, "/applications", map[string]any{"name": "invoker", "type": "private",
+		"permissions": []string{"token:use", "token:create", "reactor:invoke"}})
+	tvWantStatus(t, r, http.StatusCreated, "invoker")
+	e.keys["invoker"] = tvStr(r.body, "key")
+	invokerApp := tvStr(r.body, "id")
+
+	r = e.do(tvRoleMgmt, http.MethodPost, "/reactors", map[string]any{
+		"name": "charge", "configuration": map[string]any{"fee": "3"},
+		"application": map[string]any{"id": invokerApp},
+		"code": `const { BadRequestError, AuthenticationError, CustomHttpResponseError } = require('@basis-theory/basis-theory-reactor-formulas-sdk-js');
+		module.exports = async function (req) {
+			const { args, configuration } = req;
+			if (args.mode === 'bad') throw new BadRequestError('bad input');
+			if (args.mode === 'auth') throw new AuthenticationError('no');
+			if (args.mode === 'custom') throw new CustomHttpResponseError({ status: 418, headers: { 'X-Teapot': '1' }, body: { tea: true } });
+			return { raw: { last4: args.card.number.slice(-4), fee: configuration.fee }, tokenize: { note: { type: 'token', data: 'from reactor' } } };
+		}`,
+	})
+	tvWantStatus(t, r, http.StatusCreated, "create reactor")
+	id := tvStr(r.body, "id")
+	if tvStr(r.body, "application_id") != invokerApp {
+		t.Errorf("reactor %s", r.raw)
+	}
+	tvWantStatus(t, e.do(tvRoleMgmt, http.MethodGet, "/reactors/"+id, nil), http.StatusOK, "get reactor")
+	r = e.do(tvRoleMgmt, http.MethodGet, "/reactors?name=char*", nil)
+	if data, _ := tvField(r.body, "data").([]any); len(data) != 1 {
+		t.Errorf("list reactors: %s", r.raw)
+	}
+
+	r = e.do("invoker", http.MethodPost, "/reactors/"+id+"/react", map[string]any{"args": map[string]any{
+		"card": "{{ token: " + cardID + " | json: '$.data' }}"}})
+	tvWantStatus(t, r, http.StatusOK, "react")
+	if tvStr(r.body, "raw", "last4") != "4242" || tvStr(r.body, "raw", "fee") != "3" || tvStr(r.body, "tokens", "note", "id") == "" {
+		t.Errorf("react answer %s", r.raw)
+	}
+	for mode, want := range map[string]int{"bad": 400, "auth": 401, "custom": 418} {
+		r = e.do("invoker", http.MethodPost, "/reactors/"+id+"/react", map[string]any{"args": map[string]any{"mode": mode}})
+		if r.status != want {
+			t.Errorf("mode %s: %d %s, want %d", mode, r.status, r.raw, want)
+		}
+	}
+	if r.header.Get("X-Teapot") != "1" || tvField(r.body, "tea") != true {
+		t.Errorf("custom response: %v %s", r.header, r.raw)
+	}
+	tvWantProblem(t, e.do(tvRoleReveal, http.MethodPost, "/reactors/"+id+"/react", map[string]any{"args": map[string]any{}}), http.StatusForbidden, "no reactor:invoke")
+	tvWantProblem(t, e.do(tvRoleMgmt, http.MethodPost, "/reactors", map[string]any{"name": "f", "code": "module.exports = () => ({raw: 1})",
+		"formula": map[string]any{"id": "x"}}), http.StatusBadRequest, "formula", "formula")
+	tvWantStatus(t, e.do(tvRoleMgmt, http.MethodPatch, "/reactors/"+id, map[string]any{"name": "renamed"}), http.StatusNoContent, "patch reactor")
+	tvWantStatus(t, e.do(tvRoleMgmt, http.MethodDelete, "/reactors/"+id, nil), http.StatusNoContent, "delete reactor")
+	tvWantProblem(t, e.do(tvRoleMgmt, http.MethodGet, "/reactors/"+id, nil), http.StatusNotFound, "deleted reactor")
+}

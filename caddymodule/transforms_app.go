@@ -1,0 +1,210 @@
+package caddymodule
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/dustin/go-humanize"
+	"go.uber.org/zap"
+
+	"github.com/tokenvault/tokenvault/transforms"
+	"github.com/tokenvault/tokenvault/vaultstore"
+)
+
+// TransformsConfig sizes the worker processes that run tenant
+// JavaScript (proxy transforms and reactors).
+type TransformsConfig struct {
+	// MinWorkers are kept warm (default 1); MaxWorkers bound the runs in
+	// parallel (default 4); further runs queue for QueueTimeout (5 s).
+	MinWorkers   int            `json:"min_workers,omitempty"`
+	MaxWorkers   int            `json:"max_workers,omitempty"`
+	QueueTimeout caddy.Duration `json:"queue_timeout,omitempty"`
+	// Timeout bounds one run (default and most 30 s).
+	Timeout caddy.Duration `json:"timeout,omitempty"`
+	// MemoryLimit caps each worker's memory in bytes (default 256 MiB).
+	MemoryLimit int64 `json:"memory_limit,omitempty"`
+	// ModulesDir holds operator-installed, pure-JavaScript npm packages;
+	// AllowModules names those code may require.
+	ModulesDir   string   `json:"modules_dir,omitempty"`
+	AllowModules []string `json:"allow_modules,omitempty"`
+}
+
+// pools holds each worker pool once per process, keyed by its
+// configuration, so a reload keeps warm workers.
+var pools = caddy.NewUsagePool()
+
+type pooledWorkers struct{ *transforms.Pool }
+
+func (p pooledWorkers) Destruct() error { return p.Close() }
+
+// workerProgram is how a transform worker starts: this binary, as
+// "caddy vault transform-worker", with an empty environment (the server's
+// may hold secrets). Tests start their own binary instead.
+var workerProgram = func() (command, env []string, err error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, nil, err
+	}
+	return []string{exe, "vault", "transform-worker"}, nil, nil
+}
+
+// provisionTransforms loads (or shares) the worker pool.
+func (a *App) provisionTransforms() error {
+	cfg := a.Transforms
+	if cfg == nil {
+		cfg = &TransformsConfig{}
+	}
+	raw, _ := json.Marshal(cfg)
+	key := "transforms:" + string(raw)
+	logger := a.logger.Named("transforms")
+	val, _, err := pools.LoadOrNew(key, func() (caddy.Destructor, error) {
+		command, env, err := workerProgram()
+		if err != nil {
+			return nil, fmt.Errorf("finding the worker program: %w", err)
+		}
+		p, err := transforms.NewPool(transforms.Options{
+			Command:      command,
+			Env:          env,
+			MinWorkers:   cfg.MinWorkers,
+			MaxWorkers:   cfg.MaxWorkers,
+			Timeout:      time.Duration(cfg.Timeout),
+			QueueTimeout: time.Duration(cfg.QueueTimeout),
+			MemoryLimit:  cfg.MemoryLimit,
+			ModulesDir:   cfg.ModulesDir,
+			AllowModules: cfg.AllowModules,
+			Logger: func(meta map[string]string, line string) {
+				if c := logger.Check(zap.DebugLevel, "console"); c != nil {
+					c.Write(zap.String("tenant_id", meta["tenant_id"]), zap.String("entity", meta["entity"]),
+						zap.String("entity_id", meta["entity_id"]), zap.String("line", scrubDigits(line)))
+				}
+			},
+		})
+		if err != nil {
+			return nil, err
+		}
+		return pooledWorkers{p}, nil
+	})
+	if err != nil {
+		return fmt.Errorf("starting transform workers: %w", err)
+	}
+	a.workersKey, a.workers = key, val.(pooledWorkers).Pool
+	return nil
+}
+
+// checkCode refuses tenant code the sandbox will not run, under field.
+func (a *App) checkCode(ctx context.Context, field, code string, v *vaultstore.ValidationError) {
+	err := a.workers.ValidateCode(ctx, code)
+	if err == nil {
+		return
+	}
+	var te *transforms.Error
+	if errors.As(err, &te) && (te.Kind == transforms.KindInvalidCode || te.Kind == transforms.KindModule) {
+		v.Add(field, scrubDigits(te.Message))
+		return
+	}
+	v.Add(field, "the code could not be checked: "+transformErrorText(err))
+}
+
+// transformErrorText is a failed run's cause, safe to show.
+func transformErrorText(err error) string {
+	var te *transforms.Error
+	if errors.As(err, &te) {
+		return te.Kind + ": " + scrubDigits(te.Message)
+	}
+	return "the sandbox failed"
+}
+
+// transformProblem maps a failed run to the caller's status: a reactor
+// error type keeps its status, a deadline is 408, no free worker 503, a
+// worker that died or broke its limits 500, bad code 400.
+func transformProblem(what string, err error) error {
+	var te *transforms.Error
+	if !errors.As(err, &te) {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	vaultMetrics.transformFailures.WithLabelValues(te.Kind).Inc()
+	msg := what + " failed (" + te.Kind + ")"
+	if te.Message != "" {
+		msg += ": " + te.Message
+	}
+	status := http.StatusInternalServerError
+	switch {
+	case te.Status != 0:
+		status = te.Status
+	case te.Kind == transforms.KindTimeout:
+		status = http.StatusRequestTimeout
+	case te.Kind == transforms.KindBusy:
+		status = http.StatusServiceUnavailable
+	case te.Kind == transforms.KindInvalidCode || te.Kind == transforms.KindModule || te.Kind == transforms.KindInvalidInput:
+		status = http.StatusBadRequest
+	}
+	return &apiError{status: status, detail: msg, fields: te.Errors, cause: err}
+}
+
+// unmarshalTransforms reads the vault app's transforms block:
+//
+//	transforms {
+//	    min_workers   <n>
+//	    max_workers   <n>
+//	    timeout       <duration>
+//	    queue_timeout <duration>
+//	    memory_limit  <size, e.g. 256MiB>
+//	    modules_dir   <directory>
+//	    allow         <package>...
+//	}
+func (a *App) unmarshalTransforms(d *caddyfile.Dispenser) error {
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	cfg := &TransformsConfig{}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		option := d.Val()
+		if option == "allow" {
+			if cfg.AllowModules = append(cfg.AllowModules, d.RemainingArgs()...); len(cfg.AllowModules) == 0 {
+				return d.ArgErr()
+			}
+			continue
+		}
+		var value string
+		if !d.Args(&value) || d.NextArg() {
+			return d.ArgErr()
+		}
+		var err error
+		switch option {
+		case "min_workers":
+			_, err = fmt.Sscan(value, &cfg.MinWorkers)
+		case "max_workers":
+			_, err = fmt.Sscan(value, &cfg.MaxWorkers)
+		case "timeout", "queue_timeout":
+			var dur time.Duration
+			if dur, err = caddy.ParseDuration(value); err == nil {
+				if option == "timeout" {
+					cfg.Timeout = caddy.Duration(dur)
+				} else {
+					cfg.QueueTimeout = caddy.Duration(dur)
+				}
+			}
+		case "memory_limit":
+			var n uint64
+			if n, err = humanize.ParseBytes(value); err == nil {
+				cfg.MemoryLimit = int64(n)
+			}
+		case "modules_dir":
+			cfg.ModulesDir = value
+		default:
+			return d.Errf("unrecognized transforms option %q", option)
+		}
+		if err != nil {
+			return d.Errf("transforms %s: %v", option, err)
+		}
+	}
+	a.Transforms = cfg
+	return nil
+}

@@ -399,7 +399,11 @@ func TestBadCommand(t *testing.T) {
 }
 
 func TestHugeReactorErrorIsBounded(t *testing.T) {
-	p := newTestPool(t, nil)
+	p := newTestPool(t, func(o *Options) {
+		if raceEnabled {
+			o.Timeout = 30 * time.Second // building 2.5 GB of strings is slow under the race detector
+		}
+	})
 	code := `const E = require('` + ErrorsModule + `');
 		module.exports = () => {
 			const errors = {};

@@ -128,7 +128,7 @@ func TestDetokenizeJSONUnchangedBodies(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	if allocs > validate+1 { // the result
+	if allocs > validate+1 && !raceEnabled { // the result; the race detector allocates on its own
 		t.Errorf("%v allocations for a body without expressions (Validate: %v)", allocs, validate)
 	}
 }

@@ -131,6 +131,15 @@ type serverOpts struct {
 	// Env is extra environment for the process and the CLI, NAME=value;
 	// it overrides the harness's own variables.
 	Env []string
+	// HeaderPrefix, when set, is the vault's header_prefix (default SVC);
+	// the access log then filters that prefix's credential headers. The
+	// request helpers still send SVC-API-KEY: pass the prefix's header
+	// name in their hdr arguments instead.
+	HeaderPrefix string
+	// SiteHosts are more host names the API site answers on its port,
+	// beside 127.0.0.1 (localhost, for clients that send plain http to
+	// localhost only).
+	SiteHosts []string
 }
 
 // server is one Caddy process with the vault.
@@ -178,6 +187,20 @@ func (s *server) caddyfile(siteExtra string) string {
 	if s.opts.MasterKeyFile != "" {
 		keyLine = "master_key_file " + s.opts.MasterKeyFile
 	}
+	prefix := "SVC"
+	if s.opts.HeaderPrefix != "" {
+		prefix = s.opts.HeaderPrefix
+		keyLine += "\n\t\theader_prefix " + prefix
+	}
+	// The access log's filter names the headers as Go canonicalizes them
+	// (Svc-Api-Key, Bt-Api-Key) and the query parameter in lower case.
+	apiKeyHeader := http.CanonicalHeaderKey(prefix + "-API-KEY")
+	proxyKeyHeader := http.CanonicalHeaderKey(prefix + "-PROXY-KEY")
+	proxyKeyParam := strings.ToLower(prefix) + "-proxy-key"
+	site := fmt.Sprintf("http://127.0.0.1:%d", s.apiPort)
+	for _, h := range s.opts.SiteHosts {
+		site += fmt.Sprintf(", http://%s:%d", h, s.apiPort)
+	}
 	return fmt.Sprintf(`{
 	admin 127.0.0.1:%d
 	vault {
@@ -188,14 +211,14 @@ func (s *server) caddyfile(siteExtra string) string {
 	}
 }
 
-http://127.0.0.1:%d {
+%s {
 	log {
 		output file %s
 		format filter {
-			request>headers>Svc-Api-Key delete
-			request>headers>Svc-Proxy-Key delete
+			request>headers>%s delete
+			request>headers>%s delete
 			request>uri query {
-				delete svc-proxy-key
+				delete %s
 			}
 		}
 	}
@@ -205,7 +228,7 @@ http://127.0.0.1:%d {
 		%s
 	}
 }
-%s`, s.adminPort, s.opts.Storage, keyLine, s.opts.VaultExtra, s.apiPort, s.accessLog, siteExtra, s.rateLimitsLine(), s.opts.APIOptions, s.opts.ExtraSites)
+%s`, s.adminPort, s.opts.Storage, keyLine, s.opts.VaultExtra, site, s.accessLog, apiKeyHeader, proxyKeyHeader, proxyKeyParam, siteExtra, s.rateLimitsLine(), s.opts.APIOptions, s.opts.ExtraSites)
 }
 
 // rateLimitsLine is vault_api's rate_limits option.

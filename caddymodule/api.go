@@ -260,6 +260,7 @@ func (h *API) apiRoutes() []route {
 		{http.MethodDelete, "/applications/{id}", "application:delete", deleteApplication},
 		{http.MethodGet, "/applications/{id}/keys", "application:read", listKeys},
 		{http.MethodPost, "/applications/{id}/keys", "application:update", createKey},
+		{http.MethodGet, "/applications/{id}/keys/{key_id}", "application:read", getKey},
 		{http.MethodDelete, "/applications/{id}/keys/{key_id}", "application:update", deleteKey},
 
 		{http.MethodGet, "/permissions", "", listPermissions},

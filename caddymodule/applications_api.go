@@ -99,6 +99,20 @@ func listKeys(c *call) error {
 	return writeJSON(c.w, http.StatusOK, keys)
 }
 
+// getKey: GET /applications/{id}/keys/{key_id}, without the secret.
+func getKey(c *call) error {
+	keys, err := c.store.ListKeys(c.ctx(), c.tenantID(), c.params["id"])
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if k.ID == c.params["key_id"] {
+			return writeJSON(c.w, http.StatusOK, k)
+		}
+	}
+	return vaultstore.ErrNotFound
+}
+
 // createKey: POST /applications/{id}/keys; the key is shown only here.
 func createKey(c *call) error {
 	key, err := c.store.CreateKey(c.ctx(), c.tenantID(), c.params["id"], c.actorID())
@@ -120,6 +134,7 @@ func deleteKey(c *call) error {
 // permissionInfo describes one permission for GET /permissions.
 type permissionInfo struct {
 	Type             string   `json:"type"`
+	Description      string   `json:"description"`
 	ApplicationTypes []string `json:"application_types"`
 }
 
@@ -145,7 +160,7 @@ func listPermissions(c *call) error {
 	slices.Sort(names)
 	out := make([]permissionInfo, 0, len(names))
 	for _, n := range names {
-		out = append(out, permissionInfo{Type: n, ApplicationTypes: byPerm[n]})
+		out = append(out, permissionInfo{Type: n, Description: vaultstore.PermissionDescription(n), ApplicationTypes: byPerm[n]})
 	}
 	return writeJSON(c.w, http.StatusOK, out)
 }

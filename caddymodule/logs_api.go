@@ -75,6 +75,23 @@ func listLogs(c *call) error {
 			}
 		}
 	}
+	// clients that page with page=N (the Node SDK does) get the same
+	// pages: the cursor of page N is found by walking the ones before
+	if p := q.Get("page"); p != "" && start == "" {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 {
+			return errField("page", "page must be a whole number of at least 1")
+		}
+		for i := 1; i < n; i++ {
+			if _, start, err = c.store.ListAudit(c.ctx(), c.tenantID(), f, start, size); err != nil {
+				return err
+			}
+			if start == "" {
+				return writeJSON(c.w, http.StatusOK, cursorPage[*vaultstore.AuditRecord]{
+					Pagination: cursorPagination{PageSize: size}, Data: []*vaultstore.AuditRecord{}})
+			}
+		}
+	}
 	records, next, err := c.store.ListAudit(c.ctx(), c.tenantID(), f, start, size)
 	if err != nil {
 		return err

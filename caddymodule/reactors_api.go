@@ -141,7 +141,7 @@ func react(c *call) error {
 		Code:          r.Code,
 		Args:          argsJSON,
 		Configuration: r.Configuration,
-		Svc:           newServiceClient(c.ctx(), c.store, c.principal.Tenant, r.ApplicationID, "reactor", r.ID),
+		Svc:           newServiceClient(c.ctx(), c.store, c.principal.Tenant, r.ApplicationID(), "reactor", r.ID),
 		Meta:          map[string]string{"tenant_id": r.TenantID, "entity": "reactor", "entity_id": r.ID},
 	})
 	if err != nil {
@@ -153,7 +153,7 @@ func react(c *call) error {
 	}
 	out := reactResult{Raw: res.Raw}
 	if len(res.Tokenize) > 0 {
-		app, err := c.store.ServiceApplication(c.ctx(), r.TenantID, r.ApplicationID)
+		app, err := c.store.ServiceApplication(c.ctx(), r.TenantID, r.ApplicationID())
 		if err != nil {
 			return errField("tokenize", "the reactor returned tokenize, but it has no application to tokenize with")
 		}

@@ -47,12 +47,19 @@ func listTokens(c *call) error {
 	if err != nil {
 		return err
 	}
-	filter := vaultstore.TokenFilter{IDs: q["id"], Metadata: metadata}
+	filter := tokenFilter(q, metadata)
 	toks, total, err := c.store.ListTokens(c.ctx(), c.tokenRequest(), filter, pageOffset(number, size), size)
 	if err != nil {
 		return err
 	}
 	return writeJSON(c.w, http.StatusOK, tokenPage(toks, total, number, size))
+}
+
+// tokenFilter reads the list filters: id (repeated), type, container,
+// fingerprint and metadata.
+func tokenFilter(q url.Values, metadata map[string]string) vaultstore.TokenFilter {
+	container, _ := vaultstore.NormalizeContainer(q.Get("container"))
+	return vaultstore.TokenFilter{IDs: q["id"], Metadata: metadata, Type: q.Get("type"), Container: container, Fingerprint: q.Get("fingerprint")}
 }
 
 // listTokensV2: GET /v2/tokens, as GET /tokens with cursor pagination.
@@ -69,7 +76,7 @@ func listTokensV2(c *call) error {
 	if err != nil {
 		return err
 	}
-	filter := vaultstore.TokenFilter{IDs: c.r.URL.Query()["id"], Metadata: metadata}
+	filter := tokenFilter(c.r.URL.Query(), metadata)
 	toks, total, err := c.store.ListTokens(c.ctx(), c.tokenRequest(), filter, offset, size)
 	if err != nil {
 		return err

@@ -129,7 +129,7 @@ func TestReactors(t *testing.T) {
 	})
 	tvWantStatus(t, r, http.StatusCreated, "create reactor")
 	id := tvStr(r.body, "id")
-	if tvStr(r.body, "application_id") != invokerApp {
+	if tvStr(r.body, "application", "id") != invokerApp {
 		t.Errorf("reactor %s", r.raw)
 	}
 	tvWantStatus(t, e.do(tvRoleMgmt, http.MethodGet, "/reactors/"+id, nil), http.StatusOK, "get reactor")

@@ -37,6 +37,37 @@ var permissionsByType = map[string][]string{
 	},
 }
 
+// permissionDescriptions say what each permission allows.
+var permissionDescriptions = map[string]string{
+	"token:create":       "Create tokens",
+	"token:read":         "Read tokens, with data as the access rules show it",
+	"token:update":       "Update tokens",
+	"token:delete":       "Delete tokens",
+	"token:use":          "Use tokens in proxies and reactors (detokenize them)",
+	"token:search":       "Search tokens",
+	"reactor:invoke":     "Invoke reactors",
+	"tenant:read":        "Read the tenant",
+	"tenant:update":      "Update the tenant",
+	"tenant:delete":      "Delete the tenant",
+	"report:read":        "Read the tenant's usage report",
+	"log:read":           "Read the tenant's audit log",
+	"application:create": "Create applications",
+	"application:read":   "Read applications",
+	"application:update": "Update applications and manage their keys",
+	"application:delete": "Delete applications",
+	"proxy:create":       "Create proxies",
+	"proxy:read":         "Read proxies",
+	"proxy:update":       "Update proxies",
+	"proxy:delete":       "Delete proxies",
+	"reactor:create":     "Create reactors",
+	"reactor:read":       "Read reactors",
+	"reactor:update":     "Update reactors",
+	"reactor:delete":     "Delete reactors",
+}
+
+// PermissionDescription says what a permission allows.
+func PermissionDescription(p string) string { return permissionDescriptions[p] }
+
 // PermissionsFor returns every permission an application of appType may
 // hold, sorted; nil for an unknown type.
 func PermissionsFor(appType string) []string {

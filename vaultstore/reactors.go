@@ -17,7 +17,7 @@ type Reactor struct {
 	TenantID      string            `json:"tenant_id"`
 	Name          string            `json:"name"`
 	Code          string            `json:"code"`
-	ApplicationID string            `json:"application_id,omitempty"`
+	Application   *ApplicationRef   `json:"application,omitempty"`
 	Configuration map[string]string `json:"configuration,omitempty"`
 	CreatedBy     string            `json:"created_by,omitempty"`
 	CreatedAt     *Timestamp        `json:"created_at,omitempty"`
@@ -62,16 +62,16 @@ func (in *ReactorInput) validate(check CodeCheck) error {
 
 func (r *Reactor) apply(in *ReactorInput) {
 	r.Name, r.Code, r.Configuration = in.Name, in.Code, in.Configuration
-	r.ApplicationID = ""
+	r.Application = nil
 	if in.Application != nil {
-		r.ApplicationID = in.Application.ID
+		r.Application = &ApplicationRef{ID: in.Application.ID}
 	}
 }
 
 func (r *Reactor) input() *ReactorInput {
 	in := &ReactorInput{Name: r.Name, Code: r.Code, Configuration: r.Configuration}
-	if r.ApplicationID != "" {
-		in.Application = &ApplicationRef{ID: r.ApplicationID}
+	if r.Application != nil {
+		in.Application = &ApplicationRef{ID: r.Application.ID}
 	}
 	return in
 }
@@ -153,7 +153,7 @@ func (s *Store) UpdateReactor(ctx context.Context, tenantID, id, actorID string,
 }
 
 // immutableReactorFields cannot appear in a reactor patch.
-var immutableReactorFields = []string{"id", "tenant_id", "application_id", "created_by", "created_at", "modified_by", "modified_at"}
+var immutableReactorFields = []string{"id", "tenant_id", "created_by", "created_at", "modified_by", "modified_at"}
 
 // PatchReactor applies an RFC 7386 merge patch to a reactor's settings,
 // then validates the result as PUT would.
@@ -239,6 +239,15 @@ func (s *Store) DeleteReactor(ctx context.Context, tenantID, id, actorID string)
 		}
 		return w.Delete(reactorKey(tenantID, id))
 	})
+}
+
+// ApplicationID is the id of the application the reactor's code acts as,
+// "" without one.
+func (r *Reactor) ApplicationID() string {
+	if r.Application == nil {
+		return ""
+	}
+	return r.Application.ID
 }
 
 // ServiceApplication returns the application a proxy's or reactor's code

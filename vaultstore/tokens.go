@@ -731,12 +731,35 @@ func (s *Store) markActiveIDs(ctx context.Context, tenantID string, ids []string
 
 // TokenFilter selects tokens to list.
 type TokenFilter struct {
-	IDs      []string
-	Metadata map[string]string // exact, case-insensitive, all must match
+	IDs         []string
+	Metadata    map[string]string // exact, case-insensitive, all must match
+	Type        string            // exact
+	Container   string            // exact, normalized
+	Fingerprint string            // exact
+}
+
+// decidedByOrder reports whether the order entry alone settles the
+// filter (so the record need not be opened to count it), and whether it
+// matches.
+func (f TokenFilter) decidedByOrder(o orderInfo) (decided, match bool) {
+	if f.Type != "" && o.tokenType != "" && o.tokenType != f.Type {
+		return true, false
+	}
+	if f.Container != "" && o.container != f.Container {
+		return true, false
+	}
+	if len(f.Metadata) > 0 || f.Fingerprint != "" || (f.Type != "" && o.tokenType == "") {
+		return false, false
+	}
+	return true, true
 }
 
 func (f TokenFilter) matches(rec *tokenRecord) bool {
 	if len(f.IDs) > 0 && !slices.Contains(f.IDs, rec.ID) {
+		return false
+	}
+	if (f.Type != "" && rec.Type != f.Type) || (f.Fingerprint != "" && rec.Fingerprint != f.Fingerprint) ||
+		(f.Container != "" && rec.container() != f.Container) {
 		return false
 	}
 	for k, want := range f.Metadata {
@@ -797,8 +820,10 @@ func (s *Store) ListTokens(ctx context.Context, req TokenRequest, f TokenFilter,
 			if _, err := req.Application.Authorize("token:read", o.container); err != nil {
 				return nil
 			}
-			if len(f.Metadata) == 0 && (total < offset || len(page) >= limit) {
-				total++ // counted without opening the record
+			if decided, match := f.decidedByOrder(o); decided && (!match || total < offset || len(page) >= limit) {
+				if match {
+					total++ // counted without opening the record
+				}
 				return nil
 			}
 			rec, err := s.loadToken(r, tk, req.Tenant.ID, lastSegment(key))

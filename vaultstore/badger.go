@@ -66,7 +66,16 @@ func openBadger(o badgerOptions) (*badgerKV, error) {
 	}
 	kv := &badgerKV{db: db, logger: o.logger, stop: make(chan struct{})}
 	if o.syncWrites {
-		kv.group = newGroupSync(db.Sync)
+		dir := o.dir
+		var syncs atomic.Int64
+		kv.group = newGroupSync(func() error {
+			// a new memtable log appears every few thousand syncs; advising
+			// it early keeps its syncs small (see adviseRandomAccess)
+			if syncs.Add(1)%256 == 1 {
+				adviseRandomAccess(dir)
+			}
+			return db.Sync()
+		})
 	}
 	kv.wg.Add(1)
 	go kv.gcLoop()

@@ -94,6 +94,7 @@ type tvEnv struct {
 	record    bool
 	mu        sync.Mutex
 	exchanges []tvExchange
+	validate  func(*http.Request, []byte, *httptest.ResponseRecorder) // checks each exchange when set (openapi_test.go)
 }
 
 // tvResp is an answer as a client sees it.
@@ -262,6 +263,9 @@ func (e *tvEnv) do(role, method, path string, body any, hdr ...string) tvResp {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
 	w := httptest.NewRecorder()
+	if e.validate != nil {
+		defer e.validate(req, tvSentBody(req), w)
+	}
 	if err := e.h.ServeHTTP(w, req, nil); err != nil {
 		e.tb.Fatalf("%s %s: ServeHTTP returned %v", method, path, err)
 	}

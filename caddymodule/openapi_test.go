@@ -1,0 +1,621 @@
+package caddymodule
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+
+	"github.com/tokenvault/tokenvault/ratelimit"
+)
+
+// The OpenAPI document (openapi.json, served at /openapi.json) is checked
+// here in two ways: it must be a valid OpenAPI 3.1 document whose
+// operations are exactly the API's routes (plus the documented extras),
+// and the traffic of TestOpenAPITraffic, which drives every operation
+// through API.ServeHTTP, must match it: every request the handler accepts
+// must be valid under the document, and every response must have a
+// documented status, body and headers.
+
+// openAPIExtras are operations the document describes that are not in the
+// route table: proxy invocation (any method), the document itself and the
+// health check.
+var openAPIExtras = []string{"/proxy", "/proxy/{path}", "/openapi.json", "/health"}
+
+// loadOpenAPI loads and validates the embedded document.
+func loadOpenAPI(tb testing.TB) *openapi3.T {
+	tb.Helper()
+	loader := openapi3.NewLoader()
+	doc, err := loader.LoadFromData(openAPIDocument)
+	if err != nil {
+		tb.Fatalf("loading openapi.json: %v", err)
+	}
+	if err := doc.Validate(loader.Context, openapi3.EnableExamplesValidation()); err != nil {
+		tb.Fatalf("openapi.json is not a valid OpenAPI document: %v", err)
+	}
+	return doc
+}
+
+// TestOpenAPIDocument: the document is a valid OpenAPI 3.1 document, and
+// its operations are the route table's, one for one.
+func TestOpenAPIDocument(t *testing.T) {
+	doc := loadOpenAPI(t)
+	if doc.OpenAPI != "3.1.0" || !doc.IsOpenAPI31OrLater() {
+		t.Errorf("openapi %q, want 3.1.0", doc.OpenAPI)
+	}
+	scheme := doc.Components.SecuritySchemes["apiKey"]
+	if scheme == nil || scheme.Value.Type != "apiKey" || scheme.Value.In != "header" || scheme.Value.Name != "SVC-API-KEY" {
+		t.Errorf("security scheme apiKey: %+v", scheme)
+	}
+	if doc.Components.Schemas["Problem"] == nil {
+		t.Error("no Problem schema")
+	}
+
+	routed := map[string]bool{}
+	for _, rt := range append((&API{}).apiRoutes(), deprecatedRoutes()...) {
+		key := rt.method + " " + rt.pattern
+		routed[key] = true
+		item := doc.Paths.Value(rt.pattern)
+		if item == nil || item.GetOperation(rt.method) == nil {
+			t.Errorf("route %s has no operation in openapi.json", key)
+			continue
+		}
+		op := item.GetOperation(rt.method)
+		if !op.Deprecated && rt.perm != "" && !strings.Contains(op.Description, "`"+rt.perm+"`") {
+			t.Errorf("%s: the description does not name the permission %s", key, rt.perm)
+		}
+	}
+	ids := map[string]string{}
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			key := method + " " + path
+			if prev, dup := ids[op.OperationID]; dup || op.OperationID == "" {
+				t.Errorf("%s: operationId %q is missing or also used by %s", key, op.OperationID, prev)
+			}
+			ids[op.OperationID] = key
+			if !routed[key] && !slices.Contains(openAPIExtras, path) {
+				t.Errorf("openapi.json documents %s, which is not a route", key)
+			}
+			if op.Responses.Len() == 0 {
+				t.Errorf("%s: no responses", key)
+			}
+		}
+	}
+}
+
+// tvSentBody returns the body of a request about to be sent, leaving the
+// request able to send it.
+func tvSentBody(req *http.Request) []byte {
+	if req.Body == nil || req.Body == http.NoBody {
+		return nil
+	}
+	body, _ := io.ReadAll(req.Body)
+	req.Body = io.NopCloser(bytes.NewReader(body))
+	return body
+}
+
+// openAPIChecker validates exchanges against the document and counts the
+// operations and statuses it saw.
+type openAPIChecker struct {
+	tb  testing.TB
+	doc *openapi3.T
+
+	mu   sync.Mutex
+	seen map[string]map[int]int // operationId → status → count
+}
+
+func newOpenAPIChecker(tb testing.TB) *openAPIChecker {
+	return &openAPIChecker{tb: tb, doc: loadOpenAPI(tb), seen: map[string]map[int]int{}}
+}
+
+// route finds the document's operation for a request as the handler
+// routes it: a trailing slash is ignored, literal segments beat
+// parameters, HEAD falls back to GET, and /proxy/<anything> is
+// /proxy/{path}.
+func (c *openAPIChecker) route(r *http.Request) (*routers.Route, map[string]string) {
+	escaped := r.URL.EscapedPath()
+	method := r.Method
+	find := func(path string, params map[string]string) (*routers.Route, map[string]string) {
+		item := c.doc.Paths.Value(path)
+		if item == nil {
+			return nil, nil
+		}
+		op := item.GetOperation(method)
+		if op == nil && method == http.MethodHead {
+			op = item.GetOperation(http.MethodGet)
+		}
+		if op == nil {
+			return nil, nil
+		}
+		return &routers.Route{Spec: c.doc, Path: path, PathItem: item, Method: method, Operation: op}, params
+	}
+	if rest, ok := strings.CutPrefix(escaped, "/proxy"); ok && (rest == "" || rest[0] == '/') {
+		if rest == "" {
+			return find("/proxy", nil)
+		}
+		return find("/proxy/{path}", map[string]string{"path": rest[1:]})
+	}
+	segs := splitPath(r.URL.Path)
+	best, bestParams := "", map[string]string(nil)
+	bestCount := -1
+	for path := range c.doc.Paths.Map() {
+		pat := splitPath(path)
+		params, ok := matchSegments(pat, segs)
+		if !ok {
+			continue
+		}
+		if n := strings.Count(path, "{"); bestCount < 0 || n < bestCount {
+			if item := c.doc.Paths.Value(path); item.GetOperation(method) != nil ||
+				(method == http.MethodHead && item.GetOperation(http.MethodGet) != nil) {
+				best, bestParams, bestCount = path, params, n
+			}
+		}
+	}
+	if best == "" {
+		return nil, nil
+	}
+	return find(best, bestParams)
+}
+
+func (c *openAPIChecker) record(opID string, status int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.seen[opID] == nil {
+		c.seen[opID] = map[int]int{}
+	}
+	c.seen[opID][status]++
+}
+
+// check validates one exchange: the tvEnv validate hook.
+func (c *openAPIChecker) check(sent *http.Request, body []byte, w *httptest.ResponseRecorder) {
+	c.tb.Helper()
+	what := fmt.Sprintf("%s %s → %d", sent.Method, sent.URL.RequestURI(), w.Code)
+	req := sent.Clone(context.Background())
+	req.Body = io.NopCloser(bytes.NewReader(body))
+	req.ContentLength = int64(len(body))
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+
+	route, params := c.route(req)
+	if route == nil {
+		c.record("(no operation)", w.Code)
+		c.checkUnrouted(what, w)
+		return
+	}
+	c.record(route.Operation.OperationID, w.Code)
+	opts := &openapi3filter.Options{
+		IncludeResponseStatus: true,
+		AuthenticationFunc:    c.authenticate,
+	}
+	in := &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route, Options: opts}
+	if err := openapi3filter.ValidateRequest(context.Background(), in); err != nil && w.Code < 400 {
+		c.tb.Errorf("openapi: %s: the handler accepted a request the document says is invalid: %v\nrequest body: %.300s", what, err, body)
+	}
+
+	isProxy := strings.HasPrefix(route.Path, "/proxy")
+	if isProxy && w.Header().Get("Svc-Proxy-Destination-Status") != "" {
+		// the destination's answer, as it is: the default response
+		if w.Header().Get("Svc-Trace-Id") == "" {
+			c.tb.Errorf("openapi: %s: no SVC-TRACE-ID", what)
+		}
+		return
+	}
+	resp := &openapi3filter.ResponseValidationInput{
+		RequestValidationInput: in,
+		Status:                 w.Code,
+		Header:                 w.Header(),
+		Options:                opts,
+	}
+	resp.SetBodyBytes(w.Body.Bytes())
+	if err := openapi3filter.ValidateResponse(context.Background(), resp); err != nil {
+		c.tb.Errorf("openapi: %s: the response does not match the document: %v\nresponse body: %.500s", what, err, w.Body.Bytes())
+		return
+	}
+	ref := route.Operation.Responses.Status(w.Code)
+	if ref == nil {
+		ref = route.Operation.Responses.Default()
+	}
+	if ref != nil && len(ref.Value.Content) == 0 && w.Body.Len() > 0 {
+		c.tb.Errorf("openapi: %s: the document declares no body, the response has one: %.200s", what, w.Body.Bytes())
+	}
+}
+
+// authenticate accepts a security scheme when its header or query
+// parameter is present; the handler decides whether it is valid.
+func (c *openAPIChecker) authenticate(_ context.Context, in *openapi3filter.AuthenticationInput) error {
+	s := in.SecurityScheme
+	r := in.RequestValidationInput.Request
+	switch {
+	case s.In == "header" && r.Header.Get(s.Name) != "":
+		return nil
+	case s.In == "query" && r.URL.Query().Get(s.Name) != "":
+		return nil
+	}
+	return fmt.Errorf("no %s %s", s.In, s.Name)
+}
+
+// checkUnrouted checks an answer to a request no operation describes: the
+// information description's 401, 404 or 405, or a 429, as a problem.
+func (c *openAPIChecker) checkUnrouted(what string, w *httptest.ResponseRecorder) {
+	c.tb.Helper()
+	switch w.Code {
+	case http.StatusUnauthorized, http.StatusNotFound, http.StatusTooManyRequests:
+	case http.StatusMethodNotAllowed:
+		if w.Header().Get("Allow") == "" {
+			c.tb.Errorf("openapi: %s: 405 without Allow", what)
+		}
+	default:
+		c.tb.Errorf("openapi: %s: no operation in the document for this request", what)
+		return
+	}
+	if ct, _, _ := mime.ParseMediaType(w.Header().Get("Content-Type")); ct != "application/problem+json" {
+		c.tb.Errorf("openapi: %s: Content-Type %q, want application/problem+json", what, ct)
+	}
+	var v any
+	if err := json.Unmarshal(w.Body.Bytes(), &v); err != nil {
+		c.tb.Errorf("openapi: %s: body is not JSON: %v", what, err)
+		return
+	}
+	if err := c.doc.Components.Schemas["Problem"].Value.VisitJSON(v, openapi3.EnableJSONSchema2020()); err != nil {
+		c.tb.Errorf("openapi: %s: body is not a Problem: %v", what, err)
+	}
+}
+
+// report logs what was seen and returns the operations never exercised.
+func (c *openAPIChecker) report() (missing []string, ops, exercised int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var lines []string
+	for path, item := range c.doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			ops++
+			got := c.seen[op.OperationID]
+			if len(got) == 0 {
+				missing = append(missing, method+" "+path)
+				continue
+			}
+			exercised++
+			var statuses []string
+			for s, n := range got {
+				statuses = append(statuses, fmt.Sprintf("%d×%d", s, n))
+			}
+			sort.Strings(statuses)
+			lines = append(lines, fmt.Sprintf("%-7s %-34s %s", method, path, strings.Join(statuses, " ")))
+		}
+	}
+	sort.Strings(lines)
+	sort.Strings(missing)
+	c.tb.Logf("operations exercised (%d of %d):\n%s", exercised, ops, strings.Join(lines, "\n"))
+	if got := c.seen["(no operation)"]; len(got) > 0 {
+		c.tb.Logf("requests with no operation: %v", got)
+	}
+	return missing, ops, exercised
+}
+
+// TestOpenAPITraffic drives every operation of the API through the handler
+// with the document's checker on every exchange, successes and refusals
+// alike.
+func TestOpenAPITraffic(t *testing.T) {
+	faults := &failingAudit{}
+	e, cardID := newProxyEnv(t, faults)
+	checker := newOpenAPIChecker(t)
+	e.validate = checker.check
+	dest := newDestination(t)
+	const mgmt, reveal, mask, user = tvRoleMgmt, tvRoleReveal, tvRoleMask, "user"
+	idem := "SVC-IDEMPOTENCY-KEY"
+	want := func(r tvResp, status int, what string) tvResp {
+		t.Helper()
+		if r.status != status {
+			t.Errorf("%s: status %d, want %d: %s", what, r.status, status, r.raw)
+		}
+		return r
+	}
+
+	// the document itself, and the health check once configured
+	want(e.do("", http.MethodGet, "/openapi.json", nil), http.StatusOK, "openapi.json")
+	e.h.HealthPath = "/health"
+	want(e.do("", http.MethodGet, "/health", nil), http.StatusOK, "health")
+	e.h.HealthPath = ""
+
+	// tenants
+	want(e.do(mgmt, http.MethodGet, "/tenants/self", nil), http.StatusOK, "get tenant")
+	want(e.do(mgmt, http.MethodHead, "/tenants/self", nil), http.StatusOK, "head tenant")
+	want(e.do(mgmt, http.MethodPut, "/tenants/self", map[string]any{"name": "renamed", "settings": map[string]any{"fingerprint_tokens": "true"}}),
+		http.StatusOK, "update tenant")
+	want(e.do(mgmt, http.MethodPut, "/tenants/self", map[string]any{"name": "x", "settings": map[string]any{"nope": "true"}}),
+		http.StatusBadRequest, "unknown setting")
+	want(e.do(mgmt, http.MethodPut, "/tenants/self", map[string]any{"settings": map[string]any{}}), http.StatusBadRequest, "no name")
+	want(e.do(reveal, http.MethodGet, "/tenants/self", nil), http.StatusForbidden, "tenant without tenant:read")
+	want(e.do("", http.MethodGet, "/tenants/self", nil), http.StatusUnauthorized, "no key")
+	want(e.do("", http.MethodGet, "/tenants/self", nil, "SVC-API-KEY", "key_test_notarealkey"), http.StatusUnauthorized, "bad key")
+
+	// applications, keys, permissions
+	want(e.do(mgmt, http.MethodGet, "/applications?page=1&size=3&type=private", nil), http.StatusOK, "list applications")
+	want(e.do(mgmt, http.MethodGet, "/applications?page=99", nil), http.StatusOK, "page past the end")
+	want(e.do(mgmt, http.MethodGet, "/applications?size=101", nil), http.StatusBadRequest, "size over 100")
+	want(e.do(mask, http.MethodGet, "/applications", nil), http.StatusForbidden, "list without application:read")
+	pub := want(e.do(mgmt, http.MethodPost, "/applications", map[string]any{"name": "pub", "type": "public", "permissions": []string{"token:create"}}),
+		http.StatusCreated, "create public application")
+	pubID := tvStr(pub.body, "id")
+	want(e.do(mgmt, http.MethodPost, "/applications", map[string]any{"name": "nokey", "type": "management", "permissions": []string{"log:read"}, "create_key": false}),
+		http.StatusCreated, "create without key")
+	want(e.do(mgmt, http.MethodPost, "/applications", map[string]any{"name": "bad", "type": "public", "permissions": []string{"token:read"}}),
+		http.StatusBadRequest, "permission that does not fit")
+	want(e.do(mgmt, http.MethodPost, "/applications", map[string]any{"name": "bad", "type": "other"}), http.StatusBadRequest, "bad type")
+	want(e.do(reveal, http.MethodGet, "/applications/key", nil), http.StatusOK, "calling application")
+	want(e.do(mgmt, http.MethodGet, "/applications/key/", nil), http.StatusOK, "trailing slash")
+	want(e.do(mgmt, http.MethodGet, "/applications/"+pubID, nil), http.StatusOK, "get application")
+	want(e.do(mgmt, http.MethodGet, "/applications/5b7c0ab8-0c54-4e4b-a1e4-0e9d6a1d3a4c", nil), http.StatusNotFound, "unknown application")
+	want(e.do(mgmt, http.MethodPut, "/applications/"+pubID, map[string]any{"name": "pub2", "permissions": []string{"token:create", "token:update"}}),
+		http.StatusOK, "update application")
+	want(e.do(mgmt, http.MethodPut, "/applications/"+pubID, map[string]any{"name": "pub2", "type": "private"}), http.StatusBadRequest, "type change")
+	want(e.do(mgmt, http.MethodGet, "/applications/"+pubID+"/keys", nil), http.StatusOK, "list keys")
+	key := want(e.do(mgmt, http.MethodPost, "/applications/"+pubID+"/keys", nil), http.StatusCreated, "create key")
+	want(e.do(mgmt, http.MethodGet, "/applications/"+pubID+"/keys/"+tvStr(key.body, "id"), nil), http.StatusOK, "get key")
+	want(e.do(mgmt, http.MethodDelete, "/applications/"+pubID+"/keys/"+tvStr(key.body, "id"), nil), http.StatusNoContent, "delete key")
+	want(e.do(mgmt, http.MethodGet, "/applications/"+pubID+"/keys/"+tvStr(key.body, "id"), nil), http.StatusNotFound, "get deleted key")
+	want(e.do(mgmt, http.MethodDelete, "/applications/"+pubID+"/keys/"+tvStr(key.body, "id"), nil), http.StatusNotFound, "delete key again")
+	want(e.do(mgmt, http.MethodPost, "/applications/"+pubID+"/regenerate", nil), http.StatusBadRequest, "regenerate (shut down)")
+	want(e.do(mgmt, http.MethodDelete, "/applications/"+pubID, nil), http.StatusNoContent, "delete application")
+	want(e.do(mgmt, http.MethodGet, "/permissions", nil), http.StatusOK, "permissions")
+	want(e.do(reveal, http.MethodGet, "/permissions?application_type=private", nil), http.StatusOK, "private permissions")
+	want(e.do(mgmt, http.MethodGet, "/permissions?application_type=root", nil), http.StatusBadRequest, "bad application_type")
+	want(e.do(mgmt, http.MethodDelete, "/permissions", nil), http.StatusMethodNotAllowed, "wrong method")
+	want(e.do(mgmt, http.MethodGet, "/nowhere", nil), http.StatusNotFound, "unknown path")
+
+	// tokens of every type
+	e.keys["searcher"] = e.createApp(mgmt, "searcher", []map[string]any{{"priority": 1, "container": "/", "transform": "reveal",
+		"permissions": []string{"token:create", "token:read", "token:update", "token:delete", "token:search"}}})
+	const searcher = "searcher"
+	card := tvCardBody()
+	card["metadata"] = map[string]any{"ref": "r-1"}
+	card["search_indexes"] = []string{"{{ data.number | last4 }}"}
+	card["expires_at"] = time.Now().Add(24 * time.Hour).UTC().Format(time.RFC3339)
+	c := want(e.do(searcher, http.MethodPost, "/tokens", card), http.StatusCreated, "create card")
+	card2ID := tvStr(c.body, "id")
+	bank := want(e.do(searcher, http.MethodPost, "/tokens", tvBankBody()), http.StatusCreated, "create bank")
+	bankID := tvStr(bank.body, "id")
+	want(e.do(searcher, http.MethodPost, "/tokens", map[string]any{"id": "order-1001", "type": "token", "data": map[string]any{"note": "x", "n": 1},
+		"metadata": map[string]any{"ref": "r-1"}, "containers": []string{"/general/low/"}, "mask": "{{ data.note }}"}),
+		http.StatusCreated, "create generic token")
+	want(e.do(searcher, http.MethodPost, "/tokens", map[string]any{"id": "order-1001", "type": "token", "data": "again"}), http.StatusConflict, "duplicate id")
+	want(e.do(searcher, http.MethodPost, "/tokens", map[string]any{"type": "token", "data": "dedup me", "deduplicate_token": true}),
+		http.StatusCreated, "create deduplicated token")
+	d := want(e.do(searcher, http.MethodPost, "/tokens", map[string]any{"type": "token", "data": "dedup me", "deduplicate_token": true}),
+		http.StatusCreated, "deduplicated create")
+	if tvField(d.body, "_extras", "deduplicated") != true {
+		t.Errorf("deduplicated create: %s", d.raw)
+	}
+	want(e.do(searcher, http.MethodPost, "/tokens", map[string]any{"type": "card", "data": map[string]any{"number": tvCardBadLuhn}}),
+		http.StatusBadRequest, "bad card")
+	want(e.do(searcher, http.MethodPost, "/tokens", map[string]any{"type": "token"}), http.StatusBadRequest, "no data")
+	want(e.do(searcher, http.MethodPost, "/tokens", `{"type":"token","data":1,"data":2}`), http.StatusBadRequest, "duplicate member")
+	want(e.do(searcher, http.MethodPost, "/tokens", `{"type":"token","data":"`+strings.Repeat("x", maxBodyBytes)+`"}`),
+		http.StatusRequestEntityTooLarge, "body over 1 MB")
+	want(e.do(mask, http.MethodPost, "/tokens", map[string]any{"type": "token", "data": "x", "containers": []string{"/other/"}}),
+		http.StatusForbidden, "no rule on the container")
+	want(e.do("", http.MethodPost, "/tokens", tvCardBody()), http.StatusUnauthorized, "create without key")
+
+	// idempotency
+	first := want(e.do(searcher, http.MethodPost, "/tokens", map[string]any{"type": "token", "data": "once"}, idem, "i-1"), http.StatusCreated, "idempotent create")
+	again := want(e.do(searcher, http.MethodPost, "/tokens", map[string]any{"type": "token", "data": "once"}, idem, "i-1"), http.StatusCreated, "replay")
+	if string(first.raw) != string(again.raw) {
+		t.Errorf("replay %s, want %s", again.raw, first.raw)
+	}
+	want(e.do(searcher, http.MethodPost, "/tokens", map[string]any{"type": "token", "data": "other"}, idem, "i-1"), http.StatusBadRequest, "key reused")
+
+	// reads, lists, search
+	for _, role := range []string{reveal, mask, tvRoleRedact, searcher} {
+		want(e.do(role, http.MethodGet, "/tokens/"+cardID, nil), http.StatusOK, "get card as "+role)
+	}
+	want(e.do(searcher, http.MethodGet, "/tokens/"+bankID, nil), http.StatusOK, "get bank")
+	want(e.do(searcher, http.MethodGet, "/tokens/order-1001", nil), http.StatusOK, "get generic")
+	want(e.do(tvRoleGeneral, http.MethodGet, "/tokens/"+cardID, nil), http.StatusForbidden, "no rule on /pci/")
+	want(e.do(searcher, http.MethodGet, "/tokens/no-such-token", nil), http.StatusNotFound, "unknown token")
+	want(e.do(tvRoleOther, http.MethodGet, "/tokens/"+cardID, nil), http.StatusNotFound, "another tenant's token")
+	want(e.do(searcher, http.MethodGet, "/tokens?page=1&size=2", nil), http.StatusOK, "list tokens")
+	want(e.do(mask, http.MethodGet, "/tokens/", nil), http.StatusOK, "list tokens masked")
+	want(e.do(searcher, http.MethodGet, "/tokens?id="+cardID+"&id="+bankID, nil), http.StatusOK, "list by id")
+	want(e.do(searcher, http.MethodGet, "/tokens?metadata.ref=r-1", nil), http.StatusOK, "list by metadata")
+	want(e.do(searcher, http.MethodGet, "/tokens?metadata%5Bref%5D=r-1", nil), http.StatusOK, "list by metadata[]")
+	want(e.do(searcher, http.MethodGet, "/tokens?metadata="+url.QueryEscape(`{"ref":"r-1"}`), nil), http.StatusOK, "list by metadata JSON")
+	want(e.do(searcher, http.MethodGet, "/tokens?metadata=%7Bnope", nil), http.StatusBadRequest, "bad metadata JSON")
+	want(e.do(searcher, http.MethodGet, "/tokens?type=card&container=/pci/high/", nil), http.StatusOK, "list by type and container")
+	want(e.do(searcher, http.MethodGet, "/v2/tokens?fingerprint="+url.QueryEscape(tvStr(c.body, "fingerprint")), nil), http.StatusOK, "v2 list by fingerprint")
+	want(e.do(searcher, http.MethodGet, "/tokens?page=0", nil), http.StatusBadRequest, "page 0")
+	p := want(e.do(searcher, http.MethodGet, "/v2/tokens?size=2", nil), http.StatusOK, "v2 list")
+	if next := tvStr(p.body, "pagination", "next"); next != "" {
+		want(e.do(searcher, http.MethodGet, "/v2/tokens?size=2&start="+url.QueryEscape(next), nil), http.StatusOK, "v2 next page")
+	} else {
+		t.Errorf("v2 list without next: %s", p.raw)
+	}
+	want(e.do(searcher, http.MethodGet, "/v2/tokens?start=garbage", nil), http.StatusBadRequest, "v2 bad cursor")
+	want(e.do(searcher, http.MethodPost, "/tokens/search", map[string]any{"query": "metadata.ref:r-1", "page": 1, "size": 10}), http.StatusOK, "search")
+	want(e.do(searcher, http.MethodPost, "/tokens/search", map[string]any{"query": "type:card AND data:4242"}), http.StatusOK, "search by index")
+	want(e.do(searcher, http.MethodPost, "/tokens/search", map[string]any{"query": "type:(card"}), http.StatusBadRequest, "malformed query")
+	want(e.do(searcher, http.MethodPost, "/tokens/search", map[string]any{"page": 1}), http.StatusBadRequest, "no query")
+	want(e.do(reveal, http.MethodPost, "/tokens/search", map[string]any{"query": "type:card"}), http.StatusForbidden, "search without token:search")
+	s := want(e.do(searcher, http.MethodPost, "/v2/tokens/search", map[string]any{"query": "metadata.ref:r-1", "size": 1}), http.StatusOK, "v2 search")
+	want(e.do(searcher, http.MethodPost, "/v2/tokens/search", map[string]any{"query": "metadata.ref:r-1", "size": 1, "start": tvStr(s.body, "pagination", "next")}),
+		http.StatusOK, "v2 search next page")
+	want(e.do(searcher, http.MethodPost, "/v2/tokens/search", map[string]any{"query": "type:card", "size": 0}), http.StatusBadRequest, "v2 search size 0")
+
+	// updates and deletes
+	want(e.do(searcher, http.MethodPatch, "/tokens/"+card2ID, map[string]any{"metadata": map[string]any{"ref": "r-2", "x": nil}, "expires_at": nil}),
+		http.StatusOK, "patch token")
+	want(e.do(searcher, http.MethodPatch, "/tokens/"+card2ID, map[string]any{"data": map[string]any{"expiration_month": 1}, "containers": []string{"/pci/low/"}}),
+		http.StatusOK, "patch card data and move it")
+	want(e.do(searcher, http.MethodPatch, "/tokens/"+card2ID, map[string]any{"id": "new"}), http.StatusBadRequest, "patch id")
+	want(e.do(searcher, http.MethodPatch, "/tokens/"+card2ID, map[string]any{"metadata": map[string]any{}}, "Content-Type", "application/json"),
+		http.StatusUnsupportedMediaType, "patch as JSON")
+	want(e.do(searcher, http.MethodPatch, "/tokens/nope-nope", map[string]any{"metadata": map[string]any{}}), http.StatusNotFound, "patch unknown token")
+	want(e.do(searcher, http.MethodDelete, "/tokens/"+bankID, nil), http.StatusNoContent, "delete token")
+	want(e.do(searcher, http.MethodDelete, "/tokens/"+bankID, nil), http.StatusNotFound, "delete token again")
+
+	// tokenize and detokenize
+	want(e.do(searcher, http.MethodPost, "/tokenize", map[string]any{
+		"plain": "a-secret-string",
+		"card":  tvCardBody(),
+		"list":  []any{map[string]any{"type": "token", "data": map[string]any{"a": 1}}, 42},
+	}), http.StatusOK, "tokenize")
+	want(e.do(searcher, http.MethodPost, "/tokenize", []any{1, 2, 3, 4, 5, 6}), http.StatusBadRequest, "tokenize over the limit")
+	want(e.do(reveal, http.MethodPost, "/detokenize", map[string]any{
+		"pan": "{{ " + cardID + " | json: '$.number' }}", "card": "{{ token: " + cardID + " | json: '$.data' }}", "n": 5}),
+		http.StatusOK, "detokenize")
+	want(e.do(mask, http.MethodPost, "/detokenize", map[string]any{"pan": "{{ " + cardID + " }}"}), http.StatusOK, "detokenize masked")
+	want(e.do(reveal, http.MethodPost, "/detokenize", map[string]any{"pan": "{{ 5b7c0ab8-0c54-4e4b-a1e4-0e9d6a1d3a4c }}"}),
+		http.StatusBadRequest, "detokenize unknown token")
+	want(e.do(tvRoleGeneral, http.MethodPost, "/detokenize", map[string]any{"pan": "{{ " + cardID + " }}"}), http.StatusForbidden, "detokenize without a rule")
+
+	// usage and logs
+	want(e.do(mgmt, http.MethodGet, "/tenants/self/reports/usage", nil), http.StatusOK, "usage")
+	l := want(e.do(mgmt, http.MethodGet, "/logs?size=3", nil), http.StatusOK, "logs")
+	want(e.do(mgmt, http.MethodGet, "/logs?size=3&start="+url.QueryEscape(tvStr(l.body, "pagination", "next")), nil), http.StatusOK, "logs next page")
+	want(e.do(mgmt, http.MethodGet, "/logs?entity_type=token&entity_id="+cardID+"&start_date=2020-01-01T00:00:00Z&end_date="+
+		url.QueryEscape(time.Now().Add(time.Hour).UTC().Format(time.RFC3339)), nil), http.StatusOK, "logs filtered")
+	want(e.do(mgmt, http.MethodGet, "/logs?size=2&page=3", nil), http.StatusOK, "logs by page")
+	want(e.do(mgmt, http.MethodGet, "/logs?page=0", nil), http.StatusBadRequest, "logs page 0")
+	want(e.do(mgmt, http.MethodGet, "/logs?start=nope", nil), http.StatusBadRequest, "logs bad cursor")
+	want(e.do(mgmt, http.MethodGet, "/logs?start_date=yesterday", nil), http.StatusBadRequest, "logs bad date")
+	want(e.do(mask, http.MethodGet, "/logs", nil), http.StatusForbidden, "logs without log:read")
+	want(e.do(mgmt, http.MethodGet, "/logs/entity-types", nil), http.StatusOK, "log entity types")
+
+	// reactors
+	inv := want(e.do(mgmt, http.MethodPost, "/applications", map[string]any{"name": "invoker", "type": "private",
+		"permissions": []string{"token:use", "token:create", "reactor:invoke"}}), http.StatusCreated, "invoker")
+	e.keys["invoker"] = tvStr(inv.body, "key")
+	r := want(e.do(mgmt, http.MethodPost, "/reactors", map[string]any{
+		"name": "charge", "configuration": map[string]any{"fee": "3"},
+		"application": map[string]any{"id": tvStr(inv.body, "id")},
+		"code": `const { BadRequestError, InvalidPaymentMethodError, CustomHttpResponseError } = require('@basis-theory/basis-theory-reactor-formulas-sdk-js');
+		module.exports = async function (req) {
+			const { args, configuration } = req;
+			if (args.mode === 'bad') throw new BadRequestError('bad input');
+			if (args.mode === 'pay') throw new InvalidPaymentMethodError();
+			if (args.mode === 'custom') throw new CustomHttpResponseError({ status: 418, headers: { 'X-Teapot': '1' }, body: { tea: true } });
+			if (args.mode === 'raw') return { raw: [1, 2] };
+			return { raw: { last4: args.card.number.slice(-4), fee: configuration.fee }, tokenize: { note: { type: 'token', data: 'from reactor' } } };
+		}`,
+	}), http.StatusCreated, "create reactor")
+	reactorID := tvStr(r.body, "id")
+	want(e.do(mgmt, http.MethodPost, "/reactors", map[string]any{"name": "f", "code": "module.exports = () => ({raw: 1})", "formula": map[string]any{"id": "x"}}),
+		http.StatusBadRequest, "formula")
+	want(e.do(mgmt, http.MethodPost, "/reactors", map[string]any{"name": "syntax", "code": "module.exports = function ("}), http.StatusBadRequest, "bad code")
+	want(e.do(mgmt, http.MethodGet, "/reactors?name=char*&page=1&size=5", nil), http.StatusOK, "list reactors")
+	want(e.do(mgmt, http.MethodGet, "/reactors/"+reactorID, nil), http.StatusOK, "get reactor")
+	want(e.do(mgmt, http.MethodPut, "/reactors/"+reactorID, map[string]any{"name": "charge", "code": r.body.(map[string]any)["code"],
+		"application": map[string]any{"id": tvStr(inv.body, "id")}, "configuration": map[string]any{"fee": "4"}}), http.StatusOK, "put reactor")
+	want(e.do(mgmt, http.MethodPatch, "/reactors/"+reactorID, map[string]any{"configuration": map[string]any{"fee": "3"}}), http.StatusNoContent, "patch reactor")
+	want(e.do(mgmt, http.MethodPatch, "/reactors/"+reactorID, map[string]any{"name": "x"}, "Content-Type", "application/json"),
+		http.StatusUnsupportedMediaType, "patch reactor as JSON")
+	want(e.do("invoker", http.MethodPost, "/reactors/"+reactorID+"/react", map[string]any{"args": map[string]any{
+		"card": "{{ token: " + cardID + " | json: '$.data' }}"}}), http.StatusOK, "react")
+	want(e.do("invoker", http.MethodPost, "/reactors/"+reactorID+"/react", map[string]any{"args": map[string]any{"mode": "raw"}}), http.StatusOK, "react raw only")
+	want(e.do("invoker", http.MethodPost, "/reactors/"+reactorID+"/react", map[string]any{"args": map[string]any{"mode": "bad"}}), http.StatusBadRequest, "react bad")
+	want(e.do("invoker", http.MethodPost, "/reactors/"+reactorID+"/react", map[string]any{"args": map[string]any{"mode": "pay"}}), http.StatusPaymentRequired, "react 402")
+	want(e.do("invoker", http.MethodPost, "/reactors/"+reactorID+"/react", map[string]any{"args": map[string]any{"mode": "custom"}}), 418, "react custom")
+	want(e.do("invoker", http.MethodPost, "/reactors/5b7c0ab8-0c54-4e4b-a1e4-0e9d6a1d3a4c/react", map[string]any{"args": 1}), http.StatusNotFound, "react unknown reactor")
+	want(e.do("invoker", http.MethodPost, "/reactors/"+reactorID+"/react", map[string]any{"args": 1, "callback_url": "https://x"}), http.StatusBadRequest, "react async")
+	want(e.do(reveal, http.MethodPost, "/reactors/"+reactorID+"/react", map[string]any{"args": map[string]any{}}), http.StatusForbidden, "react without reactor:invoke")
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		want(e.do(mgmt, m, "/reactor-formulas", nil), http.StatusBadRequest, m+" reactor formulas (shut down)")
+		want(e.do(mgmt, m, "/reactor-formulas/f-1", nil), http.StatusBadRequest, m+" reactor formula (shut down)")
+	}
+	want(e.do(mgmt, http.MethodDelete, "/reactors/"+reactorID, nil), http.StatusNoContent, "delete reactor")
+	want(e.do(mgmt, http.MethodGet, "/reactors/"+reactorID, nil), http.StatusNotFound, "deleted reactor")
+
+	// proxies
+	px := want(e.do(mgmt, http.MethodPost, "/proxies", map[string]any{"name": "pay", "destination_url": dest.srv.URL + "/base",
+		"configuration": map[string]any{"a": "b"}}), http.StatusCreated, "create proxy")
+	proxyID, proxyKey := tvStr(px.body, "id"), tvStr(px.body, "key")
+	open := want(e.do(mgmt, http.MethodPost, "/proxies", map[string]any{"name": "open", "destination_url": dest.srv.URL, "require_auth": false,
+		"application":        map[string]any{"id": tvStr(inv.body, "id")},
+		"response_transform": map[string]any{"code": `module.exports = (req) => ({ body: { ok: req.args.body.charged }, headers: { 'Content-Type': 'application/json' } })`}}),
+		http.StatusCreated, "create open proxy")
+	openKey := tvStr(open.body, "key")
+	want(e.do(mgmt, http.MethodPost, "/proxies", map[string]any{"name": "bad", "destination_url": "http://169.254.169.254/"}), http.StatusBadRequest, "refused destination")
+	want(e.do(mgmt, http.MethodPost, "/proxies", map[string]any{"name": "old", "destination_url": dest.srv.URL, "request_reactor_id": "x"}),
+		http.StatusBadRequest, "request_reactor_id")
+	want(e.do(mgmt, http.MethodGet, "/proxies?name=pa*", nil), http.StatusOK, "list proxies")
+	want(e.do(mgmt, http.MethodGet, "/proxies?id="+proxyID+"&size=1", nil), http.StatusOK, "list proxies by id")
+	want(e.do(mgmt, http.MethodGet, "/proxies/"+proxyID, nil), http.StatusOK, "get proxy")
+	want(e.do(mgmt, http.MethodPut, "/proxies/"+proxyID, map[string]any{"name": "pay", "destination_url": dest.srv.URL + "/base", "require_auth": true}),
+		http.StatusOK, "put proxy")
+	want(e.do(mgmt, http.MethodPut, "/proxies/"+proxyID, map[string]any{"name": "pay"}), http.StatusBadRequest, "put proxy without destination")
+	want(e.do(mgmt, http.MethodPatch, "/proxies/"+proxyID, map[string]any{"configuration": map[string]any{"a": "c"}}), http.StatusNoContent, "patch proxy")
+	want(e.do(mgmt, http.MethodPatch, "/proxies/"+proxyID, map[string]any{"key": "x"}), http.StatusBadRequest, "patch proxy key")
+	want(e.do(mgmt, http.MethodPatch, "/proxies/"+proxyID, map[string]any{"name": "x"}, "Content-Type", "text/plain"), http.StatusUnsupportedMediaType, "patch proxy as text")
+	want(e.do(mgmt, http.MethodGet, "/proxies/"+cardID, nil), http.StatusNotFound, "unknown proxy")
+
+	// proxy invocation
+	want(e.do(user, http.MethodPost, "/proxy/charges?x=1", `{"number":"{{ `+cardID+` | json: '$.number' }}"}`,
+		"SVC-PROXY-KEY", proxyKey, "Content-Type", "application/json"), http.StatusCreated, "invoke proxy")
+	want(e.do(user, http.MethodGet, "/proxy?svc-proxy-key="+proxyKey, nil), http.StatusCreated, "invoke proxy with the query key")
+	want(e.do(user, http.MethodPut, "/proxy/a/b", "plain text", "SVC-PROXY-KEY", proxyKey, "Content-Type", "text/plain"), http.StatusCreated, "invoke with a text body")
+	want(e.do("", http.MethodPost, "/proxy", map[string]any{"charge": 1}, "SVC-PROXY-KEY", openKey), http.StatusCreated, "invoke open proxy (response transform)")
+	want(e.do(user, http.MethodPost, "/proxy", map[string]any{"n": "{{ " + cardID + " }}"}, "SVC-PROXY-URL", dest.srv.URL), http.StatusCreated, "ephemeral proxy")
+	want(e.do("", http.MethodPost, "/proxy", `{}`, "SVC-PROXY-KEY", proxyKey), http.StatusUnauthorized, "require_auth without API key")
+	want(e.do(user, http.MethodPost, "/proxy", `{}`, "SVC-PROXY-KEY", "not-a-proxy-key"), http.StatusUnauthorized, "bad proxy key")
+	want(e.do(user, http.MethodPost, "/proxy", `{}`), http.StatusBadRequest, "no proxy key nor URL")
+	want(e.do(user, http.MethodPost, "/proxy", map[string]any{"n": "{{ nope-nope }}"}, "SVC-PROXY-KEY", proxyKey), http.StatusBadRequest, "unknown token")
+	want(e.do(mask, http.MethodPost, "/proxy", map[string]any{"n": "{{ " + cardID + " }}"}, "SVC-PROXY-KEY", proxyKey), http.StatusForbidden, "no token:use")
+	want(e.do(user, http.MethodPost, "/proxy/../x", `{}`, "SVC-PROXY-KEY", proxyKey), http.StatusBadRequest, "dot segments")
+	for _, m := range []string{http.MethodGet, http.MethodPut, http.MethodPost, http.MethodDelete, http.MethodOptions, http.MethodHead, http.MethodPatch, http.MethodTrace} {
+		want(e.do(user, m, "/proxy", nil, "SVC-PROXY-KEY", proxyKey), http.StatusCreated, m+" /proxy")
+		want(e.do(user, m, "/proxy/v1/charges", nil, "SVC-PROXY-KEY", proxyKey), http.StatusCreated, m+" /proxy/{path}")
+	}
+	gone := want(e.do(mgmt, http.MethodPost, "/proxies", map[string]any{"name": "gone", "destination_url": "http://127.0.0.1:1"}), http.StatusCreated, "proxy to a closed port")
+	want(e.do(user, http.MethodPost, "/proxy", `{}`, "SVC-PROXY-KEY", tvStr(gone.body, "key")), http.StatusBadGateway, "destination unreachable")
+
+	// the audit record cannot be written: nothing is done or returned
+	faults.on.Store(true)
+	want(e.do(searcher, http.MethodGet, "/tokens/"+cardID, nil), http.StatusServiceUnavailable, "read without audit")
+	want(e.do(searcher, http.MethodPost, "/tokens", map[string]any{"type": "token", "data": "x"}), http.StatusServiceUnavailable, "create without audit")
+	want(e.do(user, http.MethodPost, "/proxy", map[string]any{"n": "{{ " + cardID + " }}"}, "SVC-PROXY-KEY", proxyKey), http.StatusServiceUnavailable, "proxy without audit")
+	faults.on.Store(false)
+	want(e.do(mgmt, http.MethodDelete, "/proxies/"+proxyID, nil), http.StatusNoContent, "delete proxy")
+	want(e.do(user, http.MethodPost, "/proxy", `{}`, "SVC-PROXY-KEY", proxyKey), http.StatusUnauthorized, "deleted proxy's key")
+
+	// rate limits: every answer carries the RateLimit headers, a refusal is 429
+	limited := func(rule string, limit int) {
+		for _, r := range ratelimit.DefaultRules() {
+			if r.Name == rule {
+				r.Limit, r.Per, r.Block = limit, time.Minute, 0
+				e.h.limits.limiter = ratelimit.New(ratelimit.Options{Rules: []ratelimit.Rule{r}})
+				return
+			}
+		}
+		t.Fatalf("no rule %s", rule)
+	}
+	limited(ratelimit.RuleManagementApp, 1)
+	want(e.do(mgmt, http.MethodGet, "/applications/key", nil), http.StatusOK, "within the limit")
+	want(e.do(mgmt, http.MethodGet, "/applications/key", nil), http.StatusTooManyRequests, "over the limit")
+	limited(ratelimit.RuleProxyKey, 1)
+	want(e.do("", http.MethodPost, "/proxy", map[string]any{"charge": 1}, "SVC-PROXY-KEY", openKey), http.StatusCreated, "proxy within the limit")
+	want(e.do("", http.MethodPost, "/proxy", map[string]any{"charge": 1}, "SVC-PROXY-KEY", openKey), http.StatusTooManyRequests, "proxy over the limit")
+	e.h.limits.limiter = nil
+
+	// the other tenant deletes itself; its key stops working
+	want(e.do("other-management", http.MethodDelete, "/tenants/self", nil), http.StatusNoContent, "delete tenant")
+	want(e.do("other-management", http.MethodGet, "/tenants/self", nil), http.StatusUnauthorized, "deleted tenant's key")
+
+	missing, ops, exercised := checker.report()
+	for _, m := range missing {
+		t.Errorf("operation %s was never exercised", m)
+	}
+	t.Logf("%d of %d documented operations exercised", exercised, ops)
+}

@@ -109,13 +109,30 @@ func TestIdempotency(t *testing.T) {
 	tvWantProblem(t, e.do(tvRoleReveal, http.MethodPost, "/tokens", bad, key, "k-2"), http.StatusBadRequest, "invalid card again")
 
 	// in flight
-	if _, err := e.store.BeginIdempotent(context.Background(), e.tenantID, "k-3", "whatever"); err != nil {
+	revealApp := tvStr(e.do(tvRoleReveal, http.MethodGet, "/applications/key", nil).body, "id")
+	if _, err := e.store.BeginIdempotent(context.Background(), e.tenantID, revealApp+"\x00k-3", "whatever"); err != nil {
 		t.Fatal(err)
 	}
 	tvWantProblem(t, e.do(tvRoleReveal, http.MethodPost, "/tokens", tvCardBody(), key, "k-3"), http.StatusConflict, "in flight")
 
+	// keys belong to the application: another one reusing a key neither
+	// gets the first answer (data it may not read) nor is refused
+	card := tvStr(first.body, "id")
+	detok := map[string]any{"pan": "{{ " + card + " | json: '$.number' }}"}
+	r := e.do(tvRoleReveal, http.MethodPost, "/detokenize", detok, key, "shared")
+	if r.status != http.StatusOK || tvStr(r.body, "pan") != tvCard || r.header.Get("Cache-Control") != "no-store" {
+		t.Fatalf("detokenize with a key: %s", r)
+	}
+	r = e.do(tvRoleGeneral, http.MethodPost, "/detokenize", detok, key, "shared")
+	if r.status != http.StatusForbidden || strings.Contains(string(r.raw), tvCard) {
+		t.Errorf("another application reusing the key: %s", r)
+	}
+	if again := e.do(tvRoleReveal, http.MethodPost, "/detokenize", detok, key, "shared"); again.header.Get("Cache-Control") != "no-store" {
+		t.Errorf("a replay is cacheable: %v", again.header)
+	}
+
 	// keys are per tenant
-	r := e.do(tvRoleOther, http.MethodPost, "/tokens", tvCardBody(), key, "k-1")
+	r = e.do(tvRoleOther, http.MethodPost, "/tokens", tvCardBody(), key, "k-1")
 	if r.status != http.StatusCreated || tvStr(r.body, "id") == tvStr(first.body, "id") {
 		t.Errorf("another tenant's request with the same key: %s", r)
 	}

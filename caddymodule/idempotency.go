@@ -16,7 +16,7 @@ import (
 const maxIdempotencyKey = 255
 
 // idempotent runs a POST, PUT or PATCH that carries an idempotency key at
-// most once per tenant and key: a repeat of the same request gets the
+// most once per application and key: a repeat of the same request gets the
 // first successful response again, a repeat while it runs 409, and the
 // key with a different request 400. Failures are not kept.
 func (h *API) idempotent(c *call, key string, run func(*call) error) error {
@@ -33,6 +33,10 @@ func (h *API) idempotent(c *call, key string, run func(*call) error) error {
 	sum.Write(body)
 	hash := hex.EncodeToString(sum.Sum(nil))
 	tenantID := c.tenantID()
+	// a key belongs to the application that used it: another application
+	// of the tenant reusing it must neither see the first answer (it may
+	// hold data that application may not read) nor be refused by it
+	key = c.actorID() + "\x00" + key
 	kept, err := c.store.BeginIdempotent(c.ctx(), tenantID, key, hash)
 	switch {
 	case errors.Is(err, vaultstore.ErrIdempotencyInFlight):
@@ -45,6 +49,7 @@ func (h *API) idempotent(c *call, key string, run func(*call) error) error {
 		if kept.ContentType != "" {
 			c.w.Header().Set("Content-Type", kept.ContentType)
 		}
+		c.w.Header().Set("Cache-Control", "no-store")
 		c.w.Header().Set("Content-Length", strconv.Itoa(len(kept.Body)))
 		c.w.WriteHeader(kept.Status)
 		_, err := c.w.Write(kept.Body)

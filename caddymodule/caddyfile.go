@@ -37,6 +37,7 @@ func parseGlobalVault(d *caddyfile.Dispenser, existing any) (any, error) {
 //	    master_key_file <path>
 //	    previous_master_keys <placeholder>...
 //	    sync_writes     on|off
+//	    metrics_per_tenant on|off
 //	    header_prefix   <prefix>
 //	    transforms {
 //	        min_workers <n>
@@ -89,6 +90,12 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			a.MasterKeyFile = value
 		case "header_prefix":
 			a.HeaderPrefix = value
+		case "metrics_per_tenant":
+			on, err := parseOnOff(value)
+			if err != nil {
+				return d.Errf("metrics_per_tenant: %v", err)
+			}
+			a.MetricsPerTenant = on
 		case "sync_writes":
 			on, err := parseOnOff(value)
 			if err != nil {

@@ -87,7 +87,7 @@ func (w auditFailingWriter) Put(key, value []byte, ttl time.Duration) error {
 // newProxyEnv is the tokens test environment with proxies allowed to
 // reach 127.0.0.1 over http, a "user" role holding token:use on every
 // container, and a card token.
-func newProxyEnv(t *testing.T, faults *failingAudit) (*tvEnv, string) {
+func newProxyEnv(t testing.TB, faults *failingAudit) (*tvEnv, string) {
 	t.Helper()
 	store, err := vaultstore.Open(vaultstore.Options{
 		Dir: t.TempDir(), MasterKey: make([]byte, vaultstore.MasterKeySize),

@@ -163,3 +163,35 @@ func TestReactors(t *testing.T) {
 	tvWantStatus(t, e.do(tvRoleMgmt, http.MethodDelete, "/reactors/"+id, nil), http.StatusNoContent, "delete reactor")
 	tvWantProblem(t, e.do(tvRoleMgmt, http.MethodGet, "/reactors/"+id, nil), http.StatusNotFound, "deleted reactor")
 }
+
+// BenchmarkProxyTransform measures a proxied POST with one detokenized
+// token through the handler, without and with a trivial request
+// transform (one worker run per request).
+func BenchmarkProxyTransform(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		code string
+	}{
+		{"none", ""},
+		{"trivial", `module.exports = async (req) => ({ body: req.args.body, headers: req.args.headers })`},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			e, cardID := newProxyEnv(b, nil)
+			dest := newDestination(b)
+			body := map[string]any{"name": "bench", "destination_url": dest.srv.URL}
+			if tc.code != "" {
+				body["request_transform"] = map[string]any{"code": tc.code}
+			}
+			r := e.do(tvRoleMgmt, http.MethodPost, "/proxies", body)
+			key := tvStr(r.body, "key")
+			payload := `{"number":"{{ ` + cardID + ` | json: '$.number' }}","amount":1000}`
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				if r := e.do("user", http.MethodPost, "/proxy", payload, "SVC-PROXY-KEY", key, "Content-Type", "application/json"); r.status != http.StatusCreated {
+					b.Fatalf("%d %s", r.status, r.raw)
+				}
+			}
+		})
+	}
+}

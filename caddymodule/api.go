@@ -173,11 +173,12 @@ func (h *API) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Hand
 // returns the operation (for metrics: the route, "proxy" or "unmatched")
 // and the caller's tenant id once known.
 func (h *API) serve(w http.ResponseWriter, r *http.Request) (operation, tenantID string) {
-	if h.HealthPath != "" && r.URL.Path == h.HealthPath && r.Method == http.MethodGet {
+	readOnly := r.Method == http.MethodGet || r.Method == http.MethodHead
+	if h.HealthPath != "" && r.URL.Path == h.HealthPath && readOnly {
 		_ = h.app.serveHealth(w, r)
 		return "health", ""
 	}
-	if r.URL.Path == "/openapi.json" && r.Method == http.MethodGet {
+	if r.URL.Path == "/openapi.json" && readOnly {
 		serveOpenAPI(w)
 		return "openapi", ""
 	}

@@ -140,3 +140,32 @@ func TestIdempotency(t *testing.T) {
 	tvWantStatus(t, e.do(tvRoleReveal, http.MethodGet, "/tokens/"+tvStr(first.body, "id"), nil, key, "k-1"), http.StatusOK, "GET with a key")
 	tvWantProblem(t, e.do(tvRoleReveal, http.MethodPost, "/tokens", tvCardBody(), key, strings.Repeat("k", 256)), http.StatusBadRequest, "long key", key)
 }
+
+// TestOpenAPIDocumentServed: GET and HEAD /openapi.json answer without a
+// key.
+func TestOpenAPIDocumentServed(t *testing.T) {
+	e := newTokenEnv(t, false, false)
+	for _, method := range []string{http.MethodGet, http.MethodHead} {
+		r := e.do("", method, "/openapi.json", nil)
+		if r.status != http.StatusOK || r.header.Get("Content-Type") != "application/json" {
+			t.Errorf("%s /openapi.json: %d %v", method, r.status, r.header)
+		}
+	}
+	if r := e.do("", http.MethodPost, "/openapi.json", nil); r.status != http.StatusUnauthorized {
+		t.Errorf("POST /openapi.json without a key: %d", r.status)
+	}
+}
+
+// TestRuleDescriptionCountsCharacters: an access rule's description of
+// 200 characters is accepted whatever their UTF-8 length; 201 is not.
+func TestRuleDescriptionCountsCharacters(t *testing.T) {
+	e := newTokenEnv(t, false, false)
+	rule := func(desc string) map[string]any {
+		return map[string]any{"name": "d", "type": "private", "rules": []map[string]any{{
+			"description": desc, "priority": 1, "container": "/", "transform": "mask", "permissions": []string{"token:read"}}}}
+	}
+	tvWantStatus(t, e.do(tvRoleMgmt, http.MethodPost, "/applications", rule(strings.Repeat("é", 200))), http.StatusCreated, "200 é")
+	if r := e.do(tvRoleMgmt, http.MethodPost, "/applications", rule(strings.Repeat("é", 201))); r.status != http.StatusBadRequest {
+		t.Errorf("201 characters: %s", r)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"unicode/utf8"
 )
 
 // Application types.
@@ -194,7 +195,7 @@ func validateGrants(appType string, perms []string, rules []AccessRule, v *Valid
 			v.Add(field+".permissions", "at least one permission is required")
 		}
 		check(field+".permissions", r.Permissions)
-		if len(r.Description) > 200 {
+		if utf8.RuneCountInString(r.Description) > 200 {
 			v.Add(field+".description", "must be at most 200 characters")
 		}
 	}

@@ -123,46 +123,12 @@ func (s *Store) CreateApplication(ctx context.Context, tenantID, actorID string,
 
 // GetApplication returns an application of the tenant.
 func (s *Store) GetApplication(ctx context.Context, tenantID, id string) (*Application, error) {
-	if !isID(id) {
-		return nil, ErrNotFound
-	}
-	var app Application
-	err := s.kv.View(ctx, func(r Reader) error {
-		tk, err := s.tenantKeysFor(r, tenantID)
-		if err != nil {
-			return err
-		}
-		return s.getSealed(r, tk, "application", tenantID, id, applicationKey(tenantID, id), &app)
-	})
-	if err != nil {
-		return nil, err
-	}
-	return &app, nil
+	return getRecord[Application](ctx, s, "application", tenantID, id, applicationKey(tenantID, id))
 }
 
 // ListApplications returns the tenant's applications, oldest first.
 func (s *Store) ListApplications(ctx context.Context, tenantID string) ([]*Application, error) {
-	var out []*Application
-	err := s.kv.View(ctx, func(r Reader) error {
-		tk, err := s.tenantKeysFor(r, tenantID)
-		if err != nil {
-			return err
-		}
-		prefix := applicationPrefix(tenantID)
-		return r.Scan(prefix, nil, func(key, raw []byte) error {
-			var app Application
-			if err := tk.openRecord("application", tenantID, string(key[len(prefix):]), raw, &app); err != nil {
-				return err
-			}
-			out = append(out, &app)
-			return nil
-		})
-	})
-	if err != nil {
-		return nil, err
-	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt.Time) })
-	return out, nil
+	return listRecords[Application](ctx, s, "application", tenantID, applicationPrefix(tenantID))
 }
 
 // UpdateApplication replaces an application's name, permissions and rules.

@@ -1,11 +1,9 @@
 package vaultstore
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"sort"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -193,47 +191,12 @@ func (s *Store) CreateProxy(ctx context.Context, tenantID, actorID string, in Pr
 
 // GetProxy returns a proxy of the tenant.
 func (s *Store) GetProxy(ctx context.Context, tenantID, id string) (*Proxy, error) {
-	if !isID(id) {
-		return nil, ErrNotFound
-	}
-	var p Proxy
-	err := s.kv.View(ctx, func(r Reader) error {
-		tk, err := s.tenantKeysFor(r, tenantID)
-		if err != nil {
-			return err
-		}
-		return s.getSealed(r, tk, "proxy", tenantID, id, proxyKey(tenantID, id), &p)
-	})
-	if err != nil {
-		return nil, err
-	}
-	return &p, nil
+	return getRecord[Proxy](ctx, s, "proxy", tenantID, id, proxyKey(tenantID, id))
 }
 
 // ListProxies returns the tenant's proxies, oldest first.
 func (s *Store) ListProxies(ctx context.Context, tenantID string) ([]*Proxy, error) {
-	var out []*Proxy
-	err := s.kv.View(ctx, func(r Reader) error {
-		out = out[:0]
-		tk, err := s.tenantKeysFor(r, tenantID)
-		if err != nil {
-			return err
-		}
-		prefix := proxyPrefix(tenantID)
-		return r.Scan(prefix, nil, func(key, raw []byte) error {
-			var p Proxy
-			if err := tk.openRecord("proxy", tenantID, string(key[len(prefix):]), raw, &p); err != nil {
-				return err
-			}
-			out = append(out, &p)
-			return nil
-		})
-	})
-	if err != nil {
-		return nil, err
-	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt.Time) })
-	return out, nil
+	return listRecords[Proxy](ctx, s, "proxy", tenantID, proxyPrefix(tenantID))
 }
 
 // UpdateProxy replaces a proxy's settings (PUT); its id and key stay.
@@ -257,20 +220,7 @@ func (s *Store) PatchProxy(ctx context.Context, tenantID, id, actorID string, pa
 		return nil, err
 	}
 	return s.changeProxy(ctx, tenantID, id, actorID, func(p *Proxy) (*ProxyInput, error) {
-		current, err := toJSONValue(p.input())
-		if err != nil {
-			return nil, err
-		}
-		merged, err := json.Marshal(mergePatch(current, patch))
-		if err != nil {
-			return nil, err
-		}
-		var in ProxyInput
-		d := json.NewDecoder(bytes.NewReader(merged))
-		if err := d.Decode(&in); err != nil {
-			return nil, patchTypeError(err)
-		}
-		return &in, nil
+		return mergedInput[ProxyInput](p.input(), patch)
 	}, check)
 }
 
@@ -385,42 +335,4 @@ func (s *Store) proxyKeyDigests(r Reader, tk *tenantKeys, tenantID string) ([][]
 		return nil
 	})
 	return out, err
-}
-
-// toJSONValue converts v to its generic JSON form.
-func toJSONValue(v any) (any, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	var out any
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.UseNumber()
-	return out, d.Decode(&out)
-}
-
-// patchTypeError names the member of a merged patch that has the wrong
-// JSON type, without quoting the input.
-func patchTypeError(err error) error {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) && te.Field != "" {
-		return invalid(te.Field, te.Field+" has the wrong type; expected "+jsonTypeName(te.Type.Kind().String()))
-	}
-	return invalid("body", "the patched resource is malformed")
-}
-
-// jsonTypeName turns a Go kind into the JSON type a caller should send.
-func jsonTypeName(kind string) string {
-	switch kind {
-	case "string":
-		return "a string"
-	case "bool":
-		return "a boolean"
-	case "map", "struct", "ptr":
-		return "an object"
-	case "slice":
-		return "an array"
-	default:
-		return "a number"
-	}
 }

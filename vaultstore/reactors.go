@@ -1,10 +1,8 @@
 package vaultstore
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"sort"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -104,47 +102,12 @@ func (s *Store) CreateReactor(ctx context.Context, tenantID, actorID string, in 
 
 // GetReactor returns a reactor of the tenant.
 func (s *Store) GetReactor(ctx context.Context, tenantID, id string) (*Reactor, error) {
-	if !isID(id) {
-		return nil, ErrNotFound
-	}
-	var r Reactor
-	err := s.kv.View(ctx, func(rd Reader) error {
-		tk, err := s.tenantKeysFor(rd, tenantID)
-		if err != nil {
-			return err
-		}
-		return s.getSealed(rd, tk, "reactor", tenantID, id, reactorKey(tenantID, id), &r)
-	})
-	if err != nil {
-		return nil, err
-	}
-	return &r, nil
+	return getRecord[Reactor](ctx, s, "reactor", tenantID, id, reactorKey(tenantID, id))
 }
 
 // ListReactors returns the tenant's reactors, oldest first.
 func (s *Store) ListReactors(ctx context.Context, tenantID string) ([]*Reactor, error) {
-	var out []*Reactor
-	err := s.kv.View(ctx, func(rd Reader) error {
-		out = out[:0]
-		tk, err := s.tenantKeysFor(rd, tenantID)
-		if err != nil {
-			return err
-		}
-		prefix := reactorPrefix(tenantID)
-		return rd.Scan(prefix, nil, func(key, raw []byte) error {
-			var r Reactor
-			if err := tk.openRecord("reactor", tenantID, string(key[len(prefix):]), raw, &r); err != nil {
-				return err
-			}
-			out = append(out, &r)
-			return nil
-		})
-	})
-	if err != nil {
-		return nil, err
-	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt.Time) })
-	return out, nil
+	return listRecords[Reactor](ctx, s, "reactor", tenantID, reactorPrefix(tenantID))
 }
 
 // UpdateReactor replaces a reactor's settings (PUT).
@@ -168,19 +131,7 @@ func (s *Store) PatchReactor(ctx context.Context, tenantID, id, actorID string, 
 		return nil, err
 	}
 	return s.changeReactor(ctx, tenantID, id, actorID, func(r *Reactor) (*ReactorInput, error) {
-		current, err := toJSONValue(r.input())
-		if err != nil {
-			return nil, err
-		}
-		merged, err := json.Marshal(mergePatch(current, patch))
-		if err != nil {
-			return nil, err
-		}
-		var in ReactorInput
-		if err := json.NewDecoder(bytes.NewReader(merged)).Decode(&in); err != nil {
-			return nil, patchTypeError(err)
-		}
-		return &in, nil
+		return mergedInput[ReactorInput](r.input(), patch)
 	}, check)
 }
 

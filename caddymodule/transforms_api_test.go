@@ -1,10 +1,13 @@
 package caddymodule
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/tokenvault/tokenvault/vaultstore"
 )
 
 // TestProxyTransforms: a request transform adds a header and rewrites the
@@ -162,6 +165,25 @@ func TestReactors(t *testing.T) {
 	tvWantStatus(t, e.do(tvRoleMgmt, http.MethodPatch, "/reactors/"+id, map[string]any{"name": "renamed"}), http.StatusNoContent, "patch reactor")
 	tvWantStatus(t, e.do(tvRoleMgmt, http.MethodDelete, "/reactors/"+id, nil), http.StatusNoContent, "delete reactor")
 	tvWantProblem(t, e.do(tvRoleMgmt, http.MethodGet, "/reactors/"+id, nil), http.StatusNotFound, "deleted reactor")
+
+	// every reactor operation left its audit record, the detokenization
+	// of its arguments with the token it used
+	records, _, err := e.store.ListAudit(context.Background(), e.tenantID, vaultstore.AuditFilter{EntityType: "reactor", EntityID: id}, "", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := map[string]int{}
+	for _, rec := range records {
+		ops[rec.Operation]++
+		if rec.Operation == "detokenize" && (len(rec.TokenIDs) != 1 || rec.TokenIDs[0] != cardID) {
+			t.Errorf("detokenize record %+v", rec)
+		}
+	}
+	for _, op := range []string{"create", "update", "delete", "detokenize"} {
+		if ops[op] == 0 {
+			t.Errorf("no reactor %s record: %v", op, ops)
+		}
+	}
 }
 
 // BenchmarkProxyTransform measures a proxied POST with one detokenized

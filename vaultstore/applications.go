@@ -133,18 +133,7 @@ func (s *Store) ListApplications(ctx context.Context, tenantID string) ([]*Appli
 
 // UpdateApplication replaces an application's name, permissions and rules.
 func (s *Store) UpdateApplication(ctx context.Context, tenantID, id, actorID string, in ApplicationInput) (*Application, error) {
-	if !isID(id) {
-		return nil, ErrNotFound
-	}
-	var app Application
-	err := s.kv.Update(ctx, func(w Writer) error {
-		tk, t, err := s.tenantForWrite(w, tenantID)
-		if err != nil {
-			return err
-		}
-		if err := s.getSealed(w, tk, "application", tenantID, id, applicationKey(tenantID, id), &app); err != nil {
-			return err
-		}
+	return updateRecord(ctx, s, "application", tenantID, id, actorID, applicationKey(tenantID, id), func(_ Writer, _ *tenantKeys, app *Application) error {
 		if in.Type != "" && in.Type != app.Type {
 			return invalid("type", "the type of an application cannot be changed")
 		}
@@ -153,15 +142,8 @@ func (s *Store) UpdateApplication(ctx context.Context, tenantID, id, actorID str
 		}
 		app.Name, app.Permissions, app.Rules = in.Name, in.Permissions, in.Rules
 		app.ModifiedBy, app.ModifiedAt = actorID, s.stampNow()
-		if err := s.writeAudit(w, tk, t, byActor(actorID, "application", id, "update", "application updated")); err != nil {
-			return err
-		}
-		return putSealed(w, tk, "application", tenantID, id, applicationKey(tenantID, id), &app)
+		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return &app, nil
 }
 
 // DeleteApplication removes an application and revokes all its keys.

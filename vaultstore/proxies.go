@@ -211,11 +211,7 @@ var immutableProxyFields = []string{"id", "key", "tenant_id", "application_id", 
 // (PATCH), then validates the result as PUT would.
 func (s *Store) PatchProxy(ctx context.Context, tenantID, id, actorID string, patch map[string]any, check ProxyCheck) (*Proxy, error) {
 	v := &ValidationError{}
-	for _, f := range immutableProxyFields {
-		if _, ok := patch[f]; ok {
-			v.Add(f, "cannot be changed")
-		}
-	}
+	refuseImmutable(patch, immutableProxyFields, v)
 	if err := v.OrNil(); err != nil {
 		return nil, err
 	}
@@ -226,20 +222,8 @@ func (s *Store) PatchProxy(ctx context.Context, tenantID, id, actorID string, pa
 
 // changeProxy rewrites a proxy with the input that next derives from it.
 func (s *Store) changeProxy(ctx context.Context, tenantID, id, actorID string, next func(*Proxy) (*ProxyInput, error), check ProxyCheck) (*Proxy, error) {
-	if !isID(id) {
-		return nil, ErrNotFound
-	}
-	var p Proxy
-	err := s.kv.Update(ctx, func(w Writer) error {
-		tk, t, err := s.tenantForWrite(w, tenantID)
-		if err != nil {
-			return err
-		}
-		p = Proxy{}
-		if err := s.getSealed(w, tk, "proxy", tenantID, id, proxyKey(tenantID, id), &p); err != nil {
-			return err
-		}
-		in, err := next(&p)
+	return updateRecord(ctx, s, "proxy", tenantID, id, actorID, proxyKey(tenantID, id), func(w Writer, tk *tenantKeys, p *Proxy) error {
+		in, err := next(p)
 		if err != nil {
 			return err
 		}
@@ -251,15 +235,8 @@ func (s *Store) changeProxy(ctx context.Context, tenantID, id, actorID string, n
 		}
 		p.apply(in)
 		p.ModifiedBy, p.ModifiedAt = actorID, s.stampNow()
-		if err := s.writeAudit(w, tk, t, byActor(actorID, "proxy", id, "update", "proxy updated")); err != nil {
-			return err
-		}
-		return putSealed(w, tk, "proxy", tenantID, id, proxyKey(tenantID, id), &p)
+		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return &p, nil
 }
 
 // DeleteProxy removes a proxy, its key and its whitelabel hostnames.

@@ -122,11 +122,7 @@ var immutableReactorFields = []string{"id", "tenant_id", "created_by", "created_
 // then validates the result as PUT would.
 func (s *Store) PatchReactor(ctx context.Context, tenantID, id, actorID string, patch map[string]any, check CodeCheck) (*Reactor, error) {
 	v := &ValidationError{}
-	for _, f := range immutableReactorFields {
-		if _, ok := patch[f]; ok {
-			v.Add(f, "cannot be changed")
-		}
-	}
+	refuseImmutable(patch, immutableReactorFields, v)
 	if err := v.OrNil(); err != nil {
 		return nil, err
 	}
@@ -135,21 +131,11 @@ func (s *Store) PatchReactor(ctx context.Context, tenantID, id, actorID string, 
 	}, check)
 }
 
+// changeReactor rewrites a reactor with the input that next derives from
+// it.
 func (s *Store) changeReactor(ctx context.Context, tenantID, id, actorID string, next func(*Reactor) (*ReactorInput, error), check CodeCheck) (*Reactor, error) {
-	if !isID(id) {
-		return nil, ErrNotFound
-	}
-	var r Reactor
-	err := s.kv.Update(ctx, func(w Writer) error {
-		tk, t, err := s.tenantForWrite(w, tenantID)
-		if err != nil {
-			return err
-		}
-		r = Reactor{}
-		if err := s.getSealed(w, tk, "reactor", tenantID, id, reactorKey(tenantID, id), &r); err != nil {
-			return err
-		}
-		in, err := next(&r)
+	return updateRecord(ctx, s, "reactor", tenantID, id, actorID, reactorKey(tenantID, id), func(w Writer, tk *tenantKeys, r *Reactor) error {
+		in, err := next(r)
 		if err != nil {
 			return err
 		}
@@ -161,15 +147,8 @@ func (s *Store) changeReactor(ctx context.Context, tenantID, id, actorID string,
 		}
 		r.apply(in)
 		r.ModifiedBy, r.ModifiedAt = actorID, s.stampNow()
-		if err := s.writeAudit(w, tk, t, byActor(actorID, "reactor", id, "update", "reactor updated")); err != nil {
-			return err
-		}
-		return putSealed(w, tk, "reactor", tenantID, id, reactorKey(tenantID, id), &r)
+		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return &r, nil
 }
 
 // DeleteReactor removes a reactor.

@@ -72,6 +72,46 @@ func listRecords[T any, P interface {
 	return out, nil
 }
 
+// updateRecord reads a sealed record of the tenant, lets change modify
+// it (validating as it goes; an error changes nothing), writes it back and
+// records the update, all in one transaction.
+func updateRecord[T any](ctx context.Context, s *Store, kind, tenantID, id, actorID string, key []byte, change func(w Writer, tk *tenantKeys, rec *T) error) (*T, error) {
+	if !isID(id) {
+		return nil, ErrNotFound
+	}
+	var rec T
+	err := s.kv.Update(ctx, func(w Writer) error {
+		tk, t, err := s.tenantForWrite(w, tenantID)
+		if err != nil {
+			return err
+		}
+		rec = *new(T)
+		if err := s.getSealed(w, tk, kind, tenantID, id, key, &rec); err != nil {
+			return err
+		}
+		if err := change(w, tk, &rec); err != nil {
+			return err
+		}
+		if err := s.writeAudit(w, tk, t, byActor(actorID, kind, id, "update", kind+" updated")); err != nil {
+			return err
+		}
+		return putSealed(w, tk, kind, tenantID, id, key, &rec)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &rec, nil
+}
+
+// refuseImmutable names each member of a patch that may not change.
+func refuseImmutable(patch map[string]any, fields []string, v *ValidationError) {
+	for _, f := range fields {
+		if _, ok := patch[f]; ok {
+			v.Add(f, "cannot be changed")
+		}
+	}
+}
+
 // mergedInput applies an RFC 7386 merge patch to current (the input that
 // would create the resource as it is) and decodes the result as a new
 // input; a member of the wrong type is a ValidationError naming it.

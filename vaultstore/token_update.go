@@ -40,11 +40,7 @@ func mergePatch(target, patch any) any {
 // transaction. Moving a token needs token:update on both containers.
 func (s *Store) UpdateToken(ctx context.Context, req TokenRequest, id string, patch map[string]any) (*Token, error) {
 	v := &ValidationError{}
-	for _, f := range immutableTokenFields {
-		if _, ok := patch[f]; ok {
-			v.Add(f, "cannot be changed")
-		}
-	}
+	refuseImmutable(patch, immutableTokenFields, v)
 	if d, ok := patch["data"]; ok && d == nil {
 		v.Add("data", "data cannot be removed; delete the token instead")
 	}

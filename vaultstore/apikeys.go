@@ -58,6 +58,8 @@ type keyIndexEntry struct {
 }
 
 // Principal is an authenticated caller: the key's tenant and application.
+// Tenant and Application are shared with other requests: read them, never
+// modify them.
 type Principal struct {
 	Tenant      *Tenant
 	Application *Application
@@ -241,25 +243,27 @@ func (s *Store) Authenticate(ctx context.Context, key string) (*Principal, error
 	if !wellFormedKey(key) {
 		return nil, ErrUnauthenticated
 	}
-	p := &Principal{Tenant: &Tenant{}, Application: &Application{}}
+	digest := keyDigest(key)
+	if p, ok := s.principals.lookup(digest); ok {
+		return p, nil
+	}
+	generation := s.principals.generation.Load()
+	p := &Principal{}
 	err := s.kv.View(ctx, func(r Reader) error {
-		raw, err := r.Get(apiKeyIndexKey(keyDigest(key)))
+		idx, err := decodeCached[keyIndexEntry](s, r, apiKeyIndexKey(digest))
 		if err != nil {
-			return err
-		}
-		var idx keyIndexEntry
-		if err := json.Unmarshal(raw, &idx); err != nil {
 			return err
 		}
 		tk, err := s.tenantKeysFor(r, idx.TenantID)
 		if err != nil {
 			return err
 		}
-		if err := s.getSealed(r, tk, "tenant", idx.TenantID, idx.TenantID, tenantKey(idx.TenantID), p.Tenant); err != nil {
+		if p.Tenant, err = openCached[Tenant](s, r, tk, "tenant", idx.TenantID, idx.TenantID, tenantKey(idx.TenantID)); err != nil {
 			return err
 		}
 		p.KeyID = idx.KeyID
-		return s.getSealed(r, tk, "application", idx.TenantID, idx.ApplicationID, applicationKey(idx.TenantID, idx.ApplicationID), p.Application)
+		p.Application, err = openCached[Application](s, r, tk, "application", idx.TenantID, idx.ApplicationID, applicationKey(idx.TenantID, idx.ApplicationID))
+		return err
 	})
 	if errors.Is(err, ErrNotFound) {
 		return nil, ErrUnauthenticated
@@ -267,5 +271,6 @@ func (s *Store) Authenticate(ctx context.Context, key string) (*Principal, error
 	if err != nil {
 		return nil, err
 	}
+	s.principals.remember(digest, generation, p)
 	return p, nil
 }

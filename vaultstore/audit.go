@@ -91,12 +91,16 @@ func auditTokenIDs(ids []string) []string {
 // recordAccess writes the audit record of a read or a detokenization and
 // marks the tokens used active this month, in one transaction, before
 // the caller gets any data.
-func (s *Store) recordAccess(ctx context.Context, tenantID string, markIDs []string, audit *AuditRecord) error {
+func (s *Store) recordAccess(ctx context.Context, t *Tenant, markIDs []string, audit *AuditRecord) error {
+	tenantID := t.ID
 	if audit == nil {
 		return s.markActiveIDs(ctx, tenantID, markIDs)
 	}
 	return s.kv.Update(ctx, func(w Writer) error {
-		tk, t, err := s.tenantForWrite(w, tenantID)
+		// the tenant is the caller's, read when it authenticated: reads
+		// need no conflict with a tenant change, only its keys and
+		// retention
+		tk, err := s.tenantKeysFor(w, tenantID)
 		if err != nil {
 			return err
 		}

@@ -507,7 +507,7 @@ func TestListAuditTenantIsolation(t *testing.T) {
 // audit entry of a tenant, newest first.
 func auExpiries(tb testing.TB, s *Store, tenantID string) []uint64 {
 	tb.Helper()
-	bk, ok := s.kv.(*badgerKV)
+	bk, ok := engineAs[*badgerKV](s.kv)
 	if !ok {
 		tb.Fatalf("the store's KV is a %T, not Badger", s.kv)
 	}
@@ -568,6 +568,12 @@ func TestAuditRecordsExpireWithLogRetention(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.set {
 				auSetLogRetention(t, w.s, w.tenant.ID, tc.seconds)
+				// a request authenticated after the change carries it
+				tenant, err := w.s.GetTenant(w.ctx, w.tenant.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				w.tenant = tenant
 			}
 			n := len(auExpiries(t, w.s, w.tenant.ID))
 			before := time.Now().Unix()

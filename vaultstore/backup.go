@@ -203,15 +203,8 @@ type snapshotter interface {
 // snapshotterOf finds the snapshot reader of kv, through wrappers that
 // have an Unwrap() KV method.
 func snapshotterOf(kv KV) (snapshotter, error) {
-	for kv != nil {
-		if s, ok := kv.(snapshotter); ok {
-			return s, nil
-		}
-		u, ok := kv.(interface{ Unwrap() KV })
-		if !ok {
-			break
-		}
-		kv = u.Unwrap()
+	if s, ok := engineAs[snapshotter](kv); ok {
+		return s, nil
 	}
 	return nil, fmt.Errorf("backup: the storage engine (%T) cannot take a snapshot", kv)
 }

@@ -33,7 +33,7 @@ type bkEntry struct {
 // health check's key.
 func bkDump(tb testing.TB, s *Store) map[string]bkEntry {
 	tb.Helper()
-	bk, ok := s.kv.(*badgerKV)
+	bk, ok := engineAs[*badgerKV](s.kv)
 	if !ok {
 		tb.Fatalf("the store's KV is a %T, not Badger", s.kv)
 	}
@@ -368,7 +368,7 @@ func TestRestoreRefusesNonEmptyDirectory(t *testing.T) {
 
 func TestBackupKeepsExpiry(t *testing.T) {
 	s, _ := newTestStore(t)
-	bk := s.kv.(*badgerKV)
+	bk, _ := engineAs[*badgerKV](s.kv)
 	soon := uint64(time.Now().Unix()) + 2
 	later := uint64(time.Now().Add(time.Hour).Unix())
 	err := bk.db.Update(func(txn *badger.Txn) error {

@@ -107,7 +107,7 @@ func (s *Store) Detokenize(ctx context.Context, req TokenRequest, opts Detokeniz
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := s.commitDetokenize(ctx, req.Tenant.ID, d, ids, opts.Audit); err != nil {
+	if err := s.commitDetokenize(ctx, req.Tenant, d, ids, opts.Audit); err != nil {
 		return nil, nil, err
 	}
 	return out, &DetokenizeResult{TokenIDs: ids}, nil
@@ -189,7 +189,7 @@ func (s *Store) detokenizeFields(ctx context.Context, req TokenRequest, opts Det
 		}
 		out[i] = v
 	}
-	if err := s.commitDetokenize(ctx, req.Tenant.ID, d, ids, opts.Audit); err != nil {
+	if err := s.commitDetokenize(ctx, req.Tenant, d, ids, opts.Audit); err != nil {
 		return nil, nil, err
 	}
 	return out, &DetokenizeResult{TokenIDs: ids}, nil
@@ -261,7 +261,7 @@ func (s *Store) resolveDetokenize(ctx context.Context, req TokenRequest, opts De
 // commitDetokenize records a detokenization before the caller gets any
 // data: the audit record, when given (with the token ids filled in), and
 // the tokens used marked active this month (those not marked yet).
-func (s *Store) commitDetokenize(ctx context.Context, tenantID string, d *detokenizer, ids []string, audit *AuditRecord) error {
+func (s *Store) commitDetokenize(ctx context.Context, tenant *Tenant, d *detokenizer, ids []string, audit *AuditRecord) error {
 	var todo []string
 	for id, t := range d.tokens {
 		if !t.active {
@@ -273,7 +273,7 @@ func (s *Store) commitDetokenize(ctx context.Context, tenantID string, d *detoke
 		rec.TokenIDs = ids
 		audit = &rec
 	}
-	if err := s.recordAccess(ctx, tenantID, todo, audit); err != nil {
+	if err := s.recordAccess(ctx, tenant, todo, audit); err != nil {
 		return err
 	}
 	s.emit(EventDetokenized, "", len(ids))

@@ -32,13 +32,8 @@ type Stats struct {
 
 // Stats returns the storage engine's figures.
 func (s *Store) Stats() Stats {
-	if st, ok := s.kv.(interface{ stats() Stats }); ok {
+	if st, ok := engineAs[interface{ stats() Stats }](s.kv); ok {
 		return st.stats()
-	}
-	if w, ok := s.kv.(interface{ Unwrap() KV }); ok {
-		if st, ok := w.Unwrap().(interface{ stats() Stats }); ok {
-			return st.stats()
-		}
 	}
 	return Stats{}
 }

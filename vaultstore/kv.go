@@ -46,4 +46,21 @@ type Writer interface {
 }
 
 // ErrStopScan ends a Scan early without an error.
+// engineAs finds the first engine in the chain of kv and the engines it
+// wraps (through their Unwrap() KV methods) that implements T.
+func engineAs[T any](kv KV) (T, bool) {
+	for kv != nil {
+		if t, ok := kv.(T); ok {
+			return t, true
+		}
+		u, ok := kv.(interface{ Unwrap() KV })
+		if !ok {
+			break
+		}
+		kv = u.Unwrap()
+	}
+	var zero T
+	return zero, false
+}
+
 var ErrStopScan = errors.New("stop scan")

@@ -73,7 +73,7 @@ func (s *Store) SearchTokens(ctx context.Context, req TokenRequest, query string
 	}
 	audit := byApp(req.Application, "token", "", "search", fmt.Sprintf("%d of %d matching tokens returned", len(ids), total))
 	audit.TokenIDs = ids
-	if err := s.recordAccess(ctx, req.Tenant.ID, nil, audit); err != nil {
+	if err := s.recordAccess(ctx, req.Tenant, nil, audit); err != nil {
 		return nil, 0, err
 	}
 	return out, total, nil

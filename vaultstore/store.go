@@ -29,6 +29,10 @@ type Options struct {
 	Logger *zap.Logger
 	// Now is the clock; nil means time.Now. Tests inject their own.
 	Now func() time.Time
+	// RecordCacheEntries bounds each of the two in-memory caches: decoded
+	// tenant, application and key index records, and the principals API
+	// keys resolved to. Zero means DefaultRecordCacheEntries.
+	RecordCacheEntries int
 	// WrapKV, when set, wraps the storage engine; tests inject faults
 	// with it.
 	WrapKV func(KV) KV
@@ -40,16 +44,18 @@ type Options struct {
 // Store is the vault's state: tenants, applications, API keys and, in
 // later layers, tokens and proxies. It is safe for concurrent use.
 type Store struct {
-	kv       KV
-	keys     *keyring
-	cvc      *cvcKeyring
-	masters  *masterKeys
-	rotating sync.Mutex // one master key rotation at a time
-	reseals  resealers
-	now      func() time.Time
-	logger   *zap.Logger
-	dir      string
-	events   func(Event)
+	kv         KV
+	keys       *keyring
+	records    *recordCache
+	principals *principalCache
+	cvc        *cvcKeyring
+	masters    *masterKeys
+	rotating   sync.Mutex // one master key rotation at a time
+	reseals    resealers
+	now        func() time.Time
+	logger     *zap.Logger
+	dir        string
+	events     func(Event)
 
 	stop      chan struct{}
 	ctx       context.Context // cancelled by Close, for background work
@@ -125,7 +131,8 @@ func Open(o Options) (*Store, error) {
 	if o.WrapKV != nil {
 		engine = o.WrapKV(kv)
 	}
-	s := &Store{kv: engine, keys: keys, masters: masters, cvc: cvc, now: o.Now, logger: o.Logger, dir: dir, events: o.Events, stop: make(chan struct{})}
+	principals := newPrincipalCache(o.RecordCacheEntries)
+	s := &Store{kv: principalKV{engine, principals}, keys: keys, records: newRecordCache(o.RecordCacheEntries), principals: principals, masters: masters, cvc: cvc, now: o.Now, logger: o.Logger, dir: dir, events: o.Events, stop: make(chan struct{})}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if meta.RotatingTo != nil {
 		if err := s.finishMasterRotation(s.ctx, meta); err != nil {
@@ -228,11 +235,11 @@ func (s *Store) tenantForWrite(w Writer, tenantID string) (*tenantKeys, *Tenant,
 	if err != nil {
 		return nil, nil, err
 	}
-	var t Tenant
-	if err := s.getSealed(w, tk, "tenant", tenantID, tenantID, tenantKey(tenantID), &t); err != nil {
+	t, err := openCached[Tenant](s, w, tk, "tenant", tenantID, tenantID, tenantKey(tenantID))
+	if err != nil {
 		return nil, nil, err
 	}
-	return tk, &t, nil
+	return tk, t.clone(), nil
 }
 
 func (s *Store) stampNow() *Timestamp { return stamp(s.now()) }

@@ -3,6 +3,7 @@ package vaultstore
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sort"
 	"unicode/utf8"
 
@@ -34,6 +35,13 @@ type Tenant struct {
 	CreatedAt  *Timestamp        `json:"created_at,omitempty"`
 	ModifiedBy string            `json:"modified_by,omitempty"`
 	ModifiedAt *Timestamp        `json:"modified_at,omitempty"`
+}
+
+// clone returns a copy of t that can be modified without touching t.
+func (t *Tenant) clone() *Tenant {
+	c := *t
+	c.Settings = maps.Clone(t.Settings)
+	return &c
 }
 
 // Quotas are a tenant's adjustable limits, set to the interface's

@@ -698,7 +698,7 @@ func (s *Store) GetToken(ctx context.Context, req TokenRequest, id string) (*Tok
 	if !active {
 		mark = []string{rec.ID}
 	}
-	if err := s.recordAccess(ctx, req.Tenant.ID, mark, byApp(req.Application, "token", rec.ID, "read", "token read ("+transform+")")); err != nil {
+	if err := s.recordAccess(ctx, req.Tenant, mark, byApp(req.Application, "token", rec.ID, "read", "token read ("+transform+")")); err != nil {
 		return nil, err
 	}
 	return s.shape(rec, transform)
@@ -856,7 +856,7 @@ func (s *Store) ListTokens(ctx context.Context, req TokenRequest, f TokenFilter,
 	}
 	audit := byApp(req.Application, "token", "", "list", fmt.Sprintf("%d tokens listed", len(ids)))
 	audit.TokenIDs = ids
-	if err := s.recordAccess(ctx, req.Tenant.ID, nil, audit); err != nil {
+	if err := s.recordAccess(ctx, req.Tenant, nil, audit); err != nil {
 		return nil, 0, err
 	}
 	return out, total, nil

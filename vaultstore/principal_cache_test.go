@@ -1,0 +1,219 @@
+package vaultstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+)
+
+// Every change that alters what a key resolves to is seen by the very next
+// Authenticate, although the key's principal was cached just before it.
+func TestAuthenticateSeesChangesToACachedPrincipal(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		change func(t *testing.T, s *Store, ct *CreatedTenant, key string)
+		check  func(t *testing.T, p *Principal, err error)
+	}{
+		{
+			name: "key revoked",
+			change: func(t *testing.T, s *Store, ct *CreatedTenant, key string) {
+				p, _ := s.Authenticate(ctx, key)
+				if err := s.DeleteKey(ctx, ct.Tenant.ID, ct.Application.ID, p.KeyID, "test"); err != nil {
+					t.Fatal(err)
+				}
+			},
+			check: wantUnauthenticated,
+		},
+		{
+			name: "application deleted",
+			change: func(t *testing.T, s *Store, ct *CreatedTenant, key string) {
+				if err := s.DeleteApplication(ctx, ct.Tenant.ID, ct.Application.ID, "test"); err != nil {
+					t.Fatal(err)
+				}
+			},
+			check: wantUnauthenticated,
+		},
+		{
+			name: "tenant deleted",
+			change: func(t *testing.T, s *Store, ct *CreatedTenant, key string) {
+				if err := s.DeleteTenant(ctx, ct.Tenant.ID); err != nil {
+					t.Fatal(err)
+				}
+			},
+			check: wantUnauthenticated,
+		},
+		{
+			name: "application permissions changed",
+			change: func(t *testing.T, s *Store, ct *CreatedTenant, key string) {
+				in := ApplicationInput{Name: "renamed", Type: ct.Application.Type, Permissions: []string{"tenant:read"}}
+				if _, err := s.UpdateApplication(ctx, ct.Tenant.ID, ct.Application.ID, "test", in); err != nil {
+					t.Fatal(err)
+				}
+			},
+			check: func(t *testing.T, p *Principal, err error) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if p.Application.Name != "renamed" || !slices.Equal(p.Application.Permissions, []string{"tenant:read"}) {
+					t.Errorf("application after the update: %q %v", p.Application.Name, p.Application.Permissions)
+				}
+			},
+		},
+		{
+			name: "tenant settings changed",
+			change: func(t *testing.T, s *Store, ct *CreatedTenant, key string) {
+				in := TenantUpdate{Name: "renamed", Settings: map[string]string{"deduplicate_tokens": "true"}}
+				if _, err := s.UpdateTenant(ctx, ct.Tenant.ID, "test", in); err != nil {
+					t.Fatal(err)
+				}
+			},
+			check: func(t *testing.T, p *Principal, err error) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if p.Tenant.Name != "renamed" || p.Tenant.Settings["deduplicate_tokens"] != "true" {
+					t.Errorf("tenant after the update: %q %v", p.Tenant.Name, p.Tenant.Settings)
+				}
+			},
+		},
+		{
+			name: "tenant quotas changed",
+			change: func(t *testing.T, s *Store, ct *CreatedTenant, key string) {
+				limit := 7
+				if _, err := s.UpdateQuotas(ctx, ct.Tenant.ID, QuotasUpdate{TokenizeLimit: &limit}); err != nil {
+					t.Fatal(err)
+				}
+			},
+			check: func(t *testing.T, p *Principal, err error) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if p.Tenant.Quotas.TokenizeLimit != 7 {
+					t.Errorf("tokenize limit after the update: %d", p.Tenant.Quotas.TokenizeLimit)
+				}
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _ := newTestStore(t)
+			ct := mustCreateTenant(t, s, "Cached", TenantTest)
+			for range 2 { // the second is served from the cache
+				if _, err := s.Authenticate(ctx, ct.Key); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, ok := s.principals.lookup(keyDigest(ct.Key)); !ok {
+				t.Fatal("the principal is not cached after two authentications")
+			}
+			tc.change(t, s, ct, ct.Key)
+			p, err := s.Authenticate(ctx, ct.Key)
+			tc.check(t, p, err)
+		})
+	}
+}
+
+func wantUnauthenticated(t *testing.T, p *Principal, err error) {
+	t.Helper()
+	if !errors.Is(err, ErrUnauthenticated) {
+		t.Fatalf("Authenticate after the change = %+v, %v; want ErrUnauthenticated", p, err)
+	}
+}
+
+// Token writes do not touch principals, so they leave the cache warm.
+func TestTokenWritesKeepPrincipalsCached(t *testing.T) {
+	w := newTWWorld(t, nil)
+	ct := mustCreateTenant(t, w.s, "Warm", TenantTest)
+	w.mustCreate("admin", TokenInput{Type: "token", Data: "first"}) // creates the world's application
+	if _, err := w.s.Authenticate(w.ctx, ct.Key); err != nil {
+		t.Fatal(err)
+	}
+	w.mustCreate("admin", TokenInput{Type: "token", Data: "hello"})
+	if _, ok := w.s.principals.lookup(keyDigest(ct.Key)); !ok {
+		t.Fatal("creating a token dropped the cached principals")
+	}
+}
+
+func TestPrincipalRecord(t *testing.T) {
+	const tenant, app = "11111111-2222-3333-4444-555555555555", "66666666-7777-8888-9999-000000000000"
+	for _, tc := range []struct {
+		key  []byte
+		want bool
+	}{
+		{tenantKey(tenant), true},
+		{dataKeyKey(tenant, 3), true},
+		{apiKeyIndexKey("ab12"), true},
+		{applicationKey(tenant, app), true},
+		{appKeyKey(tenant, app, "k1"), false}, // key metadata: not read by Authenticate
+		{tokenKey(tenant, "t1"), false},
+		{fingerprintKeyKey(tenant), false},
+		{[]byte(keyVersion + "t/" + tenant + "/log/00ff"), false},
+		{[]byte(keyVersion + "t/" + tenant + "/tok/app/x"), false},
+		{[]byte(keyVersion + "t/"), false},
+	} {
+		if got := principalRecord(tc.key); got != tc.want {
+			t.Errorf("principalRecord(%s) = %v, want %v", tc.key, got, tc.want)
+		}
+	}
+}
+
+// The caches hold at most the configured number of entries, and a record
+// rewritten under the same key is decoded again, not served stale.
+func TestRecordCacheBoundedAndNeverStale(t *testing.T) {
+	s := openTestStore(t, Options{Dir: t.TempDir(), RecordCacheEntries: 3})
+	ctx := context.Background()
+	var keys []string
+	for i := range 5 {
+		ct := mustCreateTenant(t, s, fmt.Sprintf("T%d", i), TenantTest)
+		keys = append(keys, ct.Key)
+		if _, err := s.Authenticate(ctx, ct.Key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := s.records.len(); n > 3 {
+		t.Errorf("record cache holds %d entries, want at most 3", n)
+	}
+	s.principals.mu.RLock()
+	n := len(s.principals.entries)
+	s.principals.mu.RUnlock()
+	if n > 3 {
+		t.Errorf("principal cache holds %d entries, want at most 3", n)
+	}
+
+	// A record cache entry is checked against the stored bytes: the same
+	// key with other bytes is a miss.
+	key := []byte("v1/tenant/x")
+	s.records.remember(key, []byte("sealed-1"), &Tenant{Name: "old"})
+	if _, ok := s.records.lookup(key, []byte("sealed-2")); ok {
+		t.Error("a cached record was served for different stored bytes")
+	}
+	if v, ok := s.records.lookup(key, []byte("sealed-1")); !ok || v.(*Tenant).Name != "old" {
+		t.Errorf("lookup with the same bytes = %v, %v", v, ok)
+	}
+}
+
+// tenantForWrite hands out a copy: changing it does not change what the
+// next reader of the cached tenant gets.
+func TestTenantForWriteReturnsACopy(t *testing.T) {
+	s, _ := newTestStore(t)
+	ct := mustCreateTenant(t, s, "Copy", TenantTest)
+	err := s.kv.Update(context.Background(), func(w Writer) error {
+		for range 2 {
+			_, tenant, err := s.tenantForWrite(w, ct.Tenant.ID)
+			if err != nil {
+				return err
+			}
+			if tenant.Settings["deduplicate_tokens"] != "false" {
+				t.Errorf("setting changed by an earlier caller: %v", tenant.Settings)
+			}
+			tenant.Settings["deduplicate_tokens"] = "true"
+			tenant.Name = "changed"
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -10,7 +10,12 @@ package main
 //
 // TV_LOAD=quick runs a smoke version (16 connections only, 2 rounds of
 // 1 s per case, under a minute). TV_LOAD_OUT=<path> also writes the
-// environment and the tables to that file. Without TV_LOAD the test is
+// environment and the tables to that file. TV_LOAD_CASES=<regexp> runs
+// only the cases whose names match it, with their floors.
+// TV_LOAD_PROFILE=<dir> writes a CPU profile of the Caddy process (from
+// its admin API's /debug/pprof) for every case of the first round at the
+// highest concurrency, named after the case; read one with
+// `go tool pprof -top <binary> <file>`. Without TV_LOAD the test is
 // skipped, so the normal test suite does not run it.
 //
 // What runs, all on 127.0.0.1 in one Caddy process built from this tree:
@@ -109,6 +114,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
@@ -297,14 +303,15 @@ func TestLoad(t *testing.T) {
 	vProxy1K5 := &loadCase{name: "vault /proxy 1KB 5 refs", floor: fProxy1K, method: http.MethodPost, urls: urls(base, "/proxy/v1/charges"), body: proxy1K5, header: proxyHdr("vault", 5)}
 	vProxy64K1 := &loadCase{name: "vault /proxy 64KB 1 ref", floor: fProxy64K, method: http.MethodPost, urls: urls(base, "/proxy/v1/charges"), body: proxy64K1, header: proxyHdr("vault", 1)}
 	vProxy64K5 := &loadCase{name: "vault /proxy 64KB 5 refs", floor: fProxy64K, method: http.MethodPost, urls: urls(base, "/proxy/v1/charges"), body: proxy64K5, header: proxyHdr("vault", 5)}
-	cases := []*loadCase{
+	cases := selectCases(t, os.Getenv("TV_LOAD_CASES"), []*loadCase{
 		fCreate, vCreate,
 		fTokenize, vTokenize,
 		fGet, vReveal, vMask,
 		fList, vList,
 		fProxy1K, vProxy1K1, vProxy1K5,
 		fProxy64K, vProxy64K1, vProxy64K5,
-	}
+	})
+	profileDir := os.Getenv("TV_LOAD_PROFILE")
 
 	// Check every vault case once, and measure its answer for the floors.
 	setupClient := &http.Client{Timeout: requestTimeout}
@@ -382,7 +389,14 @@ func TestLoad(t *testing.T) {
 		}
 		for r := 1; r <= rounds; r++ {
 			for _, c := range cases {
+				var profiled func()
+				if profileDir != "" && r == 1 && conc == concurrencies[len(concurrencies)-1] {
+					profiled = s.profileCPU(t, filepath.Join(profileDir, profileName(c.name, conc)), runTime)
+				}
 				res := runLoad(c, conc, runTime, pid)
+				if profiled != nil {
+					profiled()
+				}
 				results[c].runs = append(results[c].runs, res)
 				p50, p99 := percentiles(res.lat)
 				flag := ""
@@ -1014,4 +1028,76 @@ func (d *loadDestination) failed() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.bad
+}
+
+// selectCases keeps the cases whose names match pattern, and the floors
+// they are compared with; an empty pattern keeps them all.
+func selectCases(t *testing.T, pattern string, all []*loadCase) []*loadCase {
+	if pattern == "" {
+		return all
+	}
+	re, err := regexp.Compile(pattern)
+	if err != nil {
+		t.Fatalf("TV_LOAD_CASES: %v", err)
+	}
+	keep := map[*loadCase]bool{}
+	for _, c := range all {
+		if re.MatchString(c.name) {
+			keep[c] = true
+			if c.floor != nil {
+				keep[c.floor] = true
+			}
+		}
+	}
+	var out []*loadCase
+	for _, c := range all {
+		if keep[c] {
+			out = append(out, c)
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("TV_LOAD_CASES=%q matches no case", pattern)
+	}
+	return out
+}
+
+// profileName turns a case name into a file name.
+func profileName(caseName string, conc int) string {
+	name := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '_'
+	}, caseName)
+	return fmt.Sprintf("%s-c%d.pprof", name, conc)
+}
+
+// profileCPU starts a CPU profile of the Caddy process lasting about d
+// and returns a function that waits for it and writes it to path.
+func (s *server) profileCPU(t *testing.T, path string, d time.Duration) func() {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		secs := max(1, int(d/time.Second))
+		resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", s.adminAddr, secs))
+		if err != nil {
+			t.Errorf("profiling: %v", err)
+			return
+		}
+		defer resp.Body.Close()
+		data, err := io.ReadAll(resp.Body)
+		if err == nil && resp.StatusCode != http.StatusOK {
+			err = fmt.Errorf("status %d: %.200s", resp.StatusCode, data)
+		}
+		if err == nil {
+			err = os.MkdirAll(filepath.Dir(path), 0o755)
+		}
+		if err == nil {
+			err = os.WriteFile(path, data, 0o644)
+		}
+		if err != nil {
+			t.Errorf("profiling: %v", err)
+		}
+	}()
+	return func() { <-done }
 }

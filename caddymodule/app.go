@@ -78,6 +78,10 @@ type App struct {
 	// Transforms sizes the worker processes that run tenant JavaScript.
 	Transforms *TransformsConfig `json:"transforms,omitempty"`
 
+	// Cache bounds the store's in-memory caches. They are sized when the
+	// store opens: a change takes effect at the next start, not a reload.
+	Cache *CacheConfig `json:"cache,omitempty"`
+
 	store     *vaultstore.Store
 	poolKey   string
 	logger    *zap.Logger
@@ -173,6 +177,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 			MasterKey:          key,
 			PreviousMasterKeys: previous,
 			SyncWrites:         *a.SyncWrites,
+			RecordCacheEntries: a.Cache.records(),
+			BlockCacheBytes:    a.Cache.blockCache(),
+			IndexCacheBytes:    a.Cache.indexCache(),
 			Logger:             a.logger.Named("store"),
 			Events:             countStoreEvent,
 		})

@@ -52,6 +52,11 @@ func parseGlobalVault(d *caddyfile.Dispenser, existing any) (any, error) {
 //	        allow_http
 //	        allow_network <cidr>...
 //	    }
+//	    cache {
+//	        records     <n>
+//	        block_cache <size>
+//	        index_cache <size>
+//	    }
 //	}
 func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // option name
@@ -68,6 +73,11 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			continue
 		case "transforms":
 			if err := a.unmarshalTransforms(d); err != nil {
+				return err
+			}
+			continue
+		case "cache":
+			if err := a.unmarshalCache(d); err != nil {
 				return err
 			}
 			continue

@@ -1,6 +1,7 @@
 package vaultstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -48,13 +49,25 @@ func (kv *badgerKV) stats() Stats {
 type badgerOptions struct {
 	dir        string
 	syncWrites bool
+	blockCache int64 // bytes; 0: DefaultBlockCacheBytes
+	indexCache int64 // bytes; 0: DefaultIndexCacheBytes
 	logger     *zap.Logger
 }
+
+// The storage engine's cache sizes when Options leaves them zero. Badger
+// keeps every table index in memory unless its index cache is bounded, so
+// the vault always bounds it.
+const (
+	DefaultBlockCacheBytes = 256 << 20
+	DefaultIndexCacheBytes = 64 << 20
+)
 
 func openBadger(o badgerOptions) (*badgerKV, error) {
 	opts := badger.DefaultOptions(o.dir).
 		WithSyncWrites(false). // durability comes from group commit below
 		WithNumVersionsToKeep(1).
+		WithBlockCacheSize(cmp.Or(o.blockCache, DefaultBlockCacheBytes)).
+		WithIndexCacheSize(cmp.Or(o.indexCache, DefaultIndexCacheBytes)).
 		WithLogger(badgerLogger{o.logger.Sugar()}).
 		WithMetricsEnabled(false)
 	db, err := badger.Open(opts)

@@ -217,3 +217,28 @@ func TestTenantForWriteReturnsACopy(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The storage engine's caches are bounded by default and take the sizes
+// the options give.
+func TestEngineCacheSizes(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		block, index      int64
+		wantBlock, wantIx int64
+	}{
+		{"defaults", 0, 0, DefaultBlockCacheBytes, DefaultIndexCacheBytes},
+		{"configured", 32 << 20, 8 << 20, 32 << 20, 8 << 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := openTestStore(t, Options{Dir: t.TempDir(), BlockCacheBytes: tc.block, IndexCacheBytes: tc.index})
+			bk, ok := engineAs[*badgerKV](s.kv)
+			if !ok {
+				t.Fatal("no Badger engine")
+			}
+			opts := bk.db.Opts()
+			if opts.BlockCacheSize != tc.wantBlock || opts.IndexCacheSize != tc.wantIx {
+				t.Errorf("block cache %d, index cache %d; want %d, %d", opts.BlockCacheSize, opts.IndexCacheSize, tc.wantBlock, tc.wantIx)
+			}
+		})
+	}
+}

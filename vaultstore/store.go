@@ -33,6 +33,11 @@ type Options struct {
 	// tenant, application and key index records, and the principals API
 	// keys resolved to. Zero means DefaultRecordCacheEntries.
 	RecordCacheEntries int
+	// BlockCacheBytes and IndexCacheBytes size the storage engine's caches
+	// of table blocks and of table indexes and bloom filters; zero means
+	// DefaultBlockCacheBytes and DefaultIndexCacheBytes.
+	BlockCacheBytes int64
+	IndexCacheBytes int64
 	// WrapKV, when set, wraps the storage engine; tests inject faults
 	// with it.
 	WrapKV func(KV) KV
@@ -113,7 +118,7 @@ func Open(o Options) (*Store, error) {
 		o.Logger.Warn("upgrading an older store; a copy of it was taken first",
 			zap.Int("format", meta.Format), zap.Int("to_format", FormatVersion), zap.String("copy", copyDir))
 	}
-	kv, err := openBadger(badgerOptions{dir: dir, syncWrites: o.SyncWrites, logger: o.Logger.Named("badger")})
+	kv, err := openBadger(badgerOptions{dir: dir, syncWrites: o.SyncWrites, blockCache: o.BlockCacheBytes, indexCache: o.IndexCacheBytes, logger: o.Logger.Named("badger")})
 	if err != nil {
 		return nil, err
 	}

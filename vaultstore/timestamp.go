@@ -1,7 +1,6 @@
 package vaultstore
 
 import (
-	"encoding/json"
 	"time"
 )
 
@@ -12,9 +11,13 @@ const timestampLayout = "2006-01-02T15:04:05.999999999-07:00"
 // Timestamp is a time that marshals as ISO 8601 with a numeric offset.
 type Timestamp struct{ time.Time }
 
-// MarshalJSON writes the time with a numeric offset.
+// MarshalJSON writes the time with a numeric offset. The layout has no
+// character JSON would escape, so quoting it is enough.
 func (t Timestamp) MarshalJSON() ([]byte, error) {
-	return json.Marshal(t.Format(timestampLayout))
+	b := make([]byte, 0, len(timestampLayout)+8)
+	b = append(b, '"')
+	b = t.AppendFormat(b, timestampLayout)
+	return append(b, '"'), nil
 }
 
 // UnmarshalJSON reads any RFC 3339 time.

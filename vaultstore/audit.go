@@ -96,6 +96,11 @@ func (s *Store) recordAccess(ctx context.Context, t *Tenant, markIDs []string, a
 	if audit == nil {
 		return s.markActiveIDs(ctx, tenantID, markIDs)
 	}
+	if len(markIDs) == 0 {
+		if tk := s.keys.cached(tenantID); tk != nil {
+			return s.writeAuditAlone(ctx, tk, t, audit)
+		}
+	}
 	return s.kv.Update(ctx, func(w Writer) error {
 		// the tenant is the caller's, read when it authenticated: reads
 		// need no conflict with a tenant change, only its keys and
@@ -120,22 +125,42 @@ func (s *Store) recordAccess(ctx context.Context, t *Tenant, markIDs []string, a
 // writeAudit stamps rec and writes it in w, sealed, to expire after the
 // tenant's log retention.
 func (s *Store) writeAudit(w Writer, tk *tenantKeys, t *Tenant, rec *AuditRecord) error {
+	e, err := s.sealAudit(tk, t, rec)
+	if err != nil {
+		return err
+	}
+	return e.put(w)
+}
+
+// sealedAudit is an audit record ready to be written.
+type sealedAudit struct {
+	key, value []byte
+	ttl        time.Duration
+}
+
+func (e *sealedAudit) put(w Writer) error {
+	if err := w.Put(e.key, e.value, e.ttl); err != nil {
+		return fmt.Errorf("%w: %w", ErrAuditUnavailable, err)
+	}
+	return nil
+}
+
+// sealAudit stamps rec and seals it under its key, to expire after the
+// tenant's log retention.
+func (s *Store) sealAudit(tk *tenantKeys, t *Tenant, rec *AuditRecord) (*sealedAudit, error) {
 	now := s.now()
 	rec.ID, rec.TenantID, rec.CreatedAt = uuid.NewString(), t.ID, stamp(now)
 	rec.EntityID, rec.TokenIDs = auditTokenID(rec.EntityID), auditTokenIDs(rec.TokenIDs)
 	slot := auditSlot(now, binary.BigEndian.Uint64(randomBytes(8)))
 	sealed, err := tk.sealRecord("audit", t.ID, slot, rec)
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrAuditUnavailable, err)
+		return nil, fmt.Errorf("%w: %w", ErrAuditUnavailable, err)
 	}
 	retention := time.Duration(t.Quotas.LogRetentionSeconds) * time.Second
 	if retention <= 0 {
 		retention = time.Duration(DefaultQuotas.LogRetentionSeconds) * time.Second
 	}
-	if err := w.Put(auditKey(t.ID, slot), sealed, retention); err != nil {
-		return fmt.Errorf("%w: %w", ErrAuditUnavailable, err)
-	}
-	return nil
+	return &sealedAudit{key: auditKey(t.ID, slot), value: sealed, ttl: retention}, nil
 }
 
 // AuditFilter selects audit records; zero fields select everything.

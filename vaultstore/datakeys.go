@@ -109,6 +109,13 @@ func (k *keyring) forTenant(r Reader, tenantID string) (*tenantKeys, error) {
 	return tk, nil
 }
 
+// cached returns the tenant's data keys if they are in memory, else nil.
+func (k *keyring) cached(tenantID string) *tenantKeys {
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	return k.cache[tenantID]
+}
+
 func (k *keyring) remember(tenantID string, tk *tenantKeys) {
 	k.mu.Lock()
 	if !k.deleted[tenantID] {

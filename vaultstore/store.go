@@ -53,6 +53,7 @@ type Store struct {
 	keys       *keyring
 	records    *recordCache
 	principals *principalCache
+	audits     *auditBatcher
 	cvc        *cvcKeyring
 	masters    *masterKeys
 	rotating   sync.Mutex // one master key rotation at a time
@@ -137,7 +138,9 @@ func Open(o Options) (*Store, error) {
 		engine = o.WrapKV(kv)
 	}
 	principals := newPrincipalCache(o.RecordCacheEntries)
-	s := &Store{kv: principalKV{engine, principals}, keys: keys, records: newRecordCache(o.RecordCacheEntries), principals: principals, masters: masters, cvc: cvc, now: o.Now, logger: o.Logger, dir: dir, events: o.Events, stop: make(chan struct{})}
+	s := &Store{kv: principalKV{engine, principals}, keys: keys, records: newRecordCache(o.RecordCacheEntries), principals: principals,
+		masters: masters, cvc: cvc, now: o.Now, logger: o.Logger, dir: dir, events: o.Events, stop: make(chan struct{})}
+	s.audits = newAuditBatcher(s.kv, s.stop)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if meta.RotatingTo != nil {
 		if err := s.finishMasterRotation(s.ctx, meta); err != nil {
@@ -160,8 +163,12 @@ func Open(o Options) (*Store, error) {
 			return nil, err
 		}
 	}
-	s.wg.Add(2)
+	s.wg.Add(3)
 	go s.sweepLoop()
+	go func() {
+		defer s.wg.Done()
+		s.audits.run()
+	}()
 	go func() {
 		defer s.wg.Done()
 		if err := s.resumeTenantDeletions(context.Background()); err != nil {

@@ -1,0 +1,133 @@
+package vaultstore
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// countingKV counts write transactions and can fail them.
+type countingKV struct {
+	KV
+	updates atomic.Int64
+	fail    atomic.Bool
+}
+
+func (c *countingKV) Update(ctx context.Context, fn func(Writer) error) error {
+	c.updates.Add(1)
+	if c.fail.Load() {
+		return errors.New("injected: storage unavailable")
+	}
+	return c.KV.Update(ctx, fn)
+}
+
+func (c *countingKV) Unwrap() KV { return c.KV }
+
+func newBatchWorld(t *testing.T) (*twWorld, *countingKV, string) {
+	t.Helper()
+	kv := &countingKV{}
+	clock := newFakeClock()
+	dir := t.TempDir()
+	s := openTestStore(t, Options{Dir: dir, Now: clock.Now, SyncWrites: true, WrapKV: func(inner KV) KV { kv.KV = inner; return kv }})
+	w := newTWWorldOn(t, s, clock, dir, nil)
+	tok := w.mustCreate("admin", TokenInput{Type: "card", Data: twCard(twVisa, twCVC)})
+	// the first read marks the token active this month, in its own
+	// transaction; the reads below write only their audit records
+	if _, err := w.s.GetToken(w.ctx, w.req("admin"), tok.ID); err != nil {
+		t.Fatal(err)
+	}
+	return w, kv, tok.ID
+}
+
+// Concurrent reads each get their own durable audit record, written in
+// fewer transactions than there are reads.
+func TestConcurrentReadsShareAuditTransactions(t *testing.T) {
+	w, kv, id := newBatchWorld(t)
+	before := len(auAll(t, w.s, w.tenant.ID))
+	updatesBefore := kv.updates.Load()
+	const readers, reads = 32, 20
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	for range readers {
+		wg.Go(func() {
+			for range reads {
+				if _, err := w.s.GetToken(w.ctx, w.req("admin"), id); err != nil {
+					failed.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if failed.Load() != 0 {
+		t.Fatalf("%d reads failed", failed.Load())
+	}
+	if got := len(auAll(t, w.s, w.tenant.ID)) - before; got != readers*reads {
+		t.Errorf("%d new audit records, want one per read (%d)", got, readers*reads)
+	}
+	txns := kv.updates.Load() - updatesBefore
+	if txns >= readers*reads {
+		t.Errorf("%d write transactions for %d reads: the audit records were not batched", txns, readers*reads)
+	}
+	t.Logf("%d reads, %d write transactions", readers*reads, txns)
+}
+
+// When the batch's transaction fails, every read in it fails with
+// ErrAuditUnavailable and returns no token.
+func TestFailedAuditBatchFailsEveryRead(t *testing.T) {
+	w, kv, id := newBatchWorld(t)
+	kv.fail.Store(true)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	for range 16 {
+		wg.Go(func() {
+			tok, err := w.s.GetToken(w.ctx, w.req("admin"), id)
+			if tok != nil {
+				t.Error("a read returned a token although its audit record was not written")
+			}
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err == nil {
+			t.Error("a read succeeded without its audit record")
+		}
+	}
+	kv.fail.Store(false)
+	if _, err := w.s.GetToken(w.ctx, w.req("admin"), id); err != nil {
+		t.Errorf("a read after the storage recovered: %v", err)
+	}
+}
+
+// A read that arrives as the store closes gets an error, never a hang.
+func TestAuditBatcherAnswersAfterClose(t *testing.T) {
+	w, _, id := newBatchWorld(t)
+	req := w.req("admin")
+	if err := w.s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 2)
+	go func() {
+		_, err := w.s.GetToken(context.Background(), req, id)
+		done <- err
+	}()
+	go func() { // straight to the batcher, past the closed engine's reads
+		done <- w.s.audits.write(context.Background(), &sealedAudit{key: auditKey(w.tenant.ID, "x"), value: []byte("v")})
+	}()
+	for range 2 {
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Error("an audited read on a closed store succeeded")
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("an audited read on a closed store did not return")
+		}
+	}
+}

@@ -12,7 +12,7 @@ import (
 // size stays within about 350 MiB of cache (see the README's Memory
 // section for what a million tokens cost).
 type CacheConfig struct {
-	// Records bounds the decoded tenant, application and key index
+	// Records bounds the decoded tenant, application, proxy and key index
 	// records, and separately the principals API keys resolved to
 	// (default 10,000 entries each).
 	Records int `json:"records,omitempty"`

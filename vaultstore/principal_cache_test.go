@@ -242,3 +242,30 @@ func TestEngineCacheSizes(t *testing.T) {
 		})
 	}
 }
+
+// A proxy read through its key, then changed or deleted, is read fresh:
+// the decoded copy in memory is never served for a rewritten record.
+func TestProxyByKeySeesChanges(t *testing.T) {
+	s, _ := newTestStore(t)
+	ctx := context.Background()
+	ct := mustCreateTenant(t, s, "Proxies", TenantTest)
+	p := mustCreateProxy(t, s, ct.Tenant.ID, ProxyInput{Name: "p", DestinationURL: "https://one.example.com/"})
+	for range 2 {
+		got, _, err := s.ProxyByKey(ctx, p.Key)
+		if err != nil || got.DestinationURL != "https://one.example.com/" {
+			t.Fatalf("ProxyByKey = %+v, %v", got, err)
+		}
+	}
+	if _, err := s.UpdateProxy(ctx, ct.Tenant.ID, p.ID, "actor", ProxyInput{Name: "p", DestinationURL: "https://two.example.com/"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, err := s.ProxyByKey(ctx, p.Key); err != nil || got.DestinationURL != "https://two.example.com/" {
+		t.Fatalf("ProxyByKey after the update = %+v, %v", got, err)
+	}
+	if err := s.DeleteProxy(ctx, ct.Tenant.ID, p.ID, "actor"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, err := s.ProxyByKey(ctx, p.Key); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("ProxyByKey after the delete = %+v, %v", got, err)
+	}
+}

@@ -266,36 +266,34 @@ func (s *Store) DeleteProxy(ctx context.Context, tenantID, id, actorID string) e
 	})
 }
 
-// ProxyByKey resolves a proxy key to its proxy and tenant. An unknown
+// ProxyByKey resolves a proxy key to its proxy and tenant, which are
+// shared with other requests: read them, never modify them. An unknown
 // key, or one whose tenant is gone, is ErrNotFound.
 func (s *Store) ProxyByKey(ctx context.Context, key string) (*Proxy, *Tenant, error) {
 	if key == "" || len(key) > 128 {
 		return nil, nil, ErrNotFound
 	}
-	var p Proxy
-	var t Tenant
+	var p *Proxy
+	var t *Tenant
 	err := s.kv.View(ctx, func(r Reader) error {
-		raw, err := r.Get(proxyKeyIndexKey(keyDigest(key)))
+		idx, err := decodeCached[proxyKeyEntry](s, r, proxyKeyIndexKey(keyDigest(key)))
 		if err != nil {
-			return err
-		}
-		var idx proxyKeyEntry
-		if err := json.Unmarshal(raw, &idx); err != nil {
 			return err
 		}
 		tk, err := s.tenantKeysFor(r, idx.TenantID)
 		if err != nil {
 			return err
 		}
-		if err := s.getSealed(r, tk, "tenant", idx.TenantID, idx.TenantID, tenantKey(idx.TenantID), &t); err != nil {
+		if t, err = openCached[Tenant](s, r, tk, "tenant", idx.TenantID, idx.TenantID, tenantKey(idx.TenantID)); err != nil {
 			return err
 		}
-		return s.getSealed(r, tk, "proxy", idx.TenantID, idx.ProxyID, proxyKey(idx.TenantID, idx.ProxyID), &p)
+		p, err = openCached[Proxy](s, r, tk, "proxy", idx.TenantID, idx.ProxyID, proxyKey(idx.TenantID, idx.ProxyID))
+		return err
 	})
 	if err != nil {
 		return nil, nil, err
 	}
-	return &p, &t, nil
+	return p, t, nil
 }
 
 // proxyKeyDigests lists the key index entries of a tenant's proxies, for

@@ -11,7 +11,7 @@ import (
 const DefaultRecordCacheEntries = 10_000
 
 // recordCache keeps the decoded form of small records that nearly every
-// request reads — tenants, applications and API key index entries — so a
+// request reads — tenants, applications, proxies and key index entries — so a
 // request pays for a storage read and a byte comparison instead of an
 // AES-GCM open and a JSON decode.
 //

@@ -30,7 +30,7 @@ type Options struct {
 	// Now is the clock; nil means time.Now. Tests inject their own.
 	Now func() time.Time
 	// RecordCacheEntries bounds each of the two in-memory caches: decoded
-	// tenant, application and key index records, and the principals API
+	// tenant, application, proxy and key index records, and the principals API
 	// keys resolved to. Zero means DefaultRecordCacheEntries.
 	RecordCacheEntries int
 	// BlockCacheBytes and IndexCacheBytes size the storage engine's caches

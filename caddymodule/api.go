@@ -127,7 +127,7 @@ func (c *call) actorID() string { return c.principal.Application.ID }
 
 // decode reads the JSON body into v under the vault's input rules.
 func (c *call) decode(v any) error {
-	body, err := strictjson.ReadBody(c.r.Body, maxBodyBytes)
+	body, err := strictjson.ReadBodyOfLength(c.r.Body, maxBodyBytes, c.r.ContentLength)
 	if err != nil {
 		return err
 	}
@@ -137,7 +137,7 @@ func (c *call) decode(v any) error {
 // decodeValue reads the JSON body as a free-form value (numbers exact)
 // under the vault's input rules.
 func (c *call) decodeValue() (any, error) {
-	body, err := strictjson.ReadBody(c.r.Body, maxBodyBytes)
+	body, err := strictjson.ReadBodyOfLength(c.r.Body, maxBodyBytes, c.r.ContentLength)
 	if err != nil {
 		return nil, err
 	}

@@ -23,7 +23,7 @@ func (h *API) idempotent(c *call, key string, run func(*call) error) error {
 	if len(key) > maxIdempotencyKey {
 		return errField(h.headers.idempotencyKey, "the idempotency key must be at most 255 characters")
 	}
-	body, err := strictjson.ReadBody(c.r.Body, maxBodyBytes)
+	body, err := strictjson.ReadBodyOfLength(c.r.Body, maxBodyBytes, c.r.ContentLength)
 	if err != nil {
 		return err
 	}

@@ -290,7 +290,7 @@ func (f *forwarder) requestBody(r *http.Request, inv *invocation, target *url.UR
 		}
 		return &limitedBody{r: r.Body, max: maxBodyBytes}, r.ContentLength, nil
 	}
-	raw, err := strictjson.ReadBody(r.Body, maxBodyBytes)
+	raw, err := strictjson.ReadBodyOfLength(r.Body, maxBodyBytes, r.ContentLength)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -65,7 +65,7 @@ func (f *forwarder) transformRequest(r *http.Request, inv *invocation, suffix st
 // transformResponse runs the response transform on a 2xx response and
 // sends its {body, headers} with the destination's status.
 func (f *forwarder) transformResponse(w http.ResponseWriter, r *http.Request, inv *invocation, resp *http.Response) error {
-	raw, err := strictjson.ReadBody(resp.Body, maxProxyResponseBytes)
+	raw, err := strictjson.ReadBodyOfLength(resp.Body, maxProxyResponseBytes, resp.ContentLength)
 	if errors.Is(err, strictjson.ErrTooLarge) {
 		return errStatus(http.StatusBadGateway, "the destination's response is larger than 1 MB")
 	} else if err != nil {

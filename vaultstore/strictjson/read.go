@@ -13,6 +13,14 @@ import (
 // negative max is treated as zero. Any other read failure is returned as an
 // [*Error] with Field "body" that unwraps to the underlying error.
 func ReadBody(r io.Reader, max int64) ([]byte, error) {
+	return ReadBodyOfLength(r, max, -1)
+}
+
+// ReadBodyOfLength is ReadBody for a body that declares its length (an
+// HTTP Content-Length; -1 when unknown): the buffer is sized for it at
+// once instead of growing, and the declaration is trusted for nothing
+// else.
+func ReadBodyOfLength(r io.Reader, max, length int64) ([]byte, error) {
 	if max < 0 {
 		max = 0
 	}
@@ -23,6 +31,8 @@ func ReadBody(r io.Reader, max int64) ([]byte, error) {
 	size := int64(512)
 	if l, ok := r.(interface{ Len() int }); ok && int64(l.Len()) >= 0 {
 		size = int64(l.Len()) + 1 // room to observe io.EOF without growing
+	} else if length >= 0 {
+		size = length + 1
 	}
 	if size > remaining {
 		size = remaining

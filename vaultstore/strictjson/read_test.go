@@ -67,3 +67,35 @@ func (zeros) Read(p []byte) (int, error) {
 	clear(p)
 	return len(p), nil
 }
+
+// A declared length sizes the buffer, but a wrong one changes nothing the
+// caller sees.
+func TestReadBodyOfLength(t *testing.T) {
+	body := strings.Repeat("a", 70000)
+	for _, tc := range []struct {
+		name   string
+		length int64
+		max    int64
+		want   string
+		tooBig bool
+	}{
+		{"exact", 70000, 1 << 20, body, false},
+		{"unknown", -1, 1 << 20, body, false},
+		{"understated", 10, 1 << 20, body, false},
+		{"overstated", 1 << 30, 1 << 20, body, false},
+		{"over max", 70000, 1000, "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ReadBodyOfLength(io.MultiReader(strings.NewReader(body)), tc.max, tc.length)
+			if tc.tooBig {
+				if err != ErrTooLarge {
+					t.Fatalf("got %v, want ErrTooLarge", err)
+				}
+				return
+			}
+			if err != nil || string(got) != tc.want {
+				t.Fatalf("got %d bytes, %v; want %d bytes", len(got), err, len(tc.want))
+			}
+		})
+	}
+}

@@ -514,7 +514,7 @@ func sqBatchCreate(tb testing.TB, w *twWorld, n, batch int, input func(i int) To
 				if err != nil {
 					return err
 				}
-				if _, _, err := w.s.insertToken(wr, tk, rec, dedupe); err != nil {
+				if _, _, err := w.s.insertToken(wr, tk, rec, dedupe, input(i).ID == ""); err != nil {
 					return err
 				}
 			}

@@ -51,7 +51,7 @@ func (s *Store) Tokenize(ctx context.Context, req TokenRequest, body any) (any, 
 			if err != nil {
 				return err
 			}
-			got, deduplicated, err := s.insertToken(w, tk, rec, dedupe)
+			got, deduplicated, err := s.insertToken(w, tk, rec, dedupe, it.input.ID == "")
 			if err != nil {
 				return prefixed(it.path, err)
 			}

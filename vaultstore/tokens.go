@@ -347,7 +347,9 @@ func evaluateTokenID(src string, data any) (string, error) {
 
 // insertToken writes a new token and its index entries, or returns the
 // existing token it duplicates. It runs inside the caller's transaction.
-func (s *Store) insertToken(w Writer, tk *tenantKeys, rec *tokenRecord, dedupe bool) (*tokenRecord, bool, error) {
+// randomID says the vault drew the id (a version 4 UUID): no token can
+// hold it yet, so neither the id nor its activity marker is looked up.
+func (s *Store) insertToken(w Writer, tk *tenantKeys, rec *tokenRecord, dedupe, randomID bool) (*tokenRecord, bool, error) {
 	tid := rec.TenantID
 	if dedupe && rec.Fingerprint != "" {
 		existing, err := s.liveHolder(w, tk, tid, rec.Fingerprint, "")
@@ -357,6 +359,15 @@ func (s *Store) insertToken(w Writer, tk *tenantKeys, rec *tokenRecord, dedupe b
 		if existing != nil {
 			return existing, true, nil
 		}
+	}
+	if randomID {
+		if err := s.writeToken(w, tk, rec); err != nil {
+			return nil, false, err
+		}
+		if err := s.countToken(w, rec.Type, tid, 1, rec.CreatedAt); err != nil {
+			return nil, false, err
+		}
+		return rec, false, w.Put(activeTokenKey(tid, s.now(), rec.ID), nil, activeMarkerTTL)
 	}
 	if raw, err := w.Get(tokenKey(tid, rec.ID)); err == nil {
 		var old tokenRecord
@@ -564,8 +575,12 @@ func (s *Store) markActive(w Writer, tenantID, id string) error {
 	} else if !errors.Is(err, ErrNotFound) {
 		return err
 	}
-	return w.Put(key, nil, 62*24*time.Hour)
+	return w.Put(key, nil, activeMarkerTTL)
 }
+
+// activeMarkerTTL keeps a monthly activity marker past the month's usage
+// report.
+const activeMarkerTTL = 62 * 24 * time.Hour
 
 // TokenRequest says who asks for a token operation.
 type TokenRequest struct {
@@ -591,7 +606,7 @@ func (s *Store) CreateToken(ctx context.Context, req TokenRequest, in TokenInput
 		if err != nil {
 			return err
 		}
-		got, deduplicated, err := s.insertToken(w, tk, rec, dedupe)
+		got, deduplicated, err := s.insertToken(w, tk, rec, dedupe, in.ID == "")
 		if err != nil {
 			return err
 		}

@@ -43,3 +43,26 @@ func (c *lru[K, V]) put(k K, v V) {
 		delete(c.items, last.Value.(*lruEntry[K, V]).key)
 	}
 }
+
+// remove drops k.
+func (c *lru[K, V]) remove(k K) {
+	if e, ok := c.items[k]; ok {
+		c.order.Remove(e)
+		delete(c.items, k)
+	}
+}
+
+// clear drops every entry.
+func (c *lru[K, V]) clear() {
+	c.order.Init()
+	clear(c.items)
+}
+
+// len returns the number of entries.
+func (c *lru[K, V]) len() int { return c.order.Len() }
+
+// has reports whether k is present, without marking it used.
+func (c *lru[K, V]) has(k K) bool {
+	_, ok := c.items[k]
+	return ok
+}

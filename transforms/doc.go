@@ -1,6 +1,7 @@
 // Package transforms runs tenants' JavaScript — proxy request and response
 // transforms and reactors — in a sandbox: worker processes that execute
-// goja, one fresh realm per run, with hard limits on time and memory.
+// goja, in realms that serve one tenant, principal and code and are reset
+// between runs, with hard limits on time and memory.
 //
 // # Threat model
 //
@@ -27,9 +28,12 @@
 // Processes. Tenant code never runs in the server. A [Pool] starts worker
 // processes — the server binary re-executed with a command that calls
 // [ServeWorker] — and talks to each over its stdin and stdout in
-// length-prefixed JSON frames, multiplexed by run id so that a run can
-// call back into the parent for req.svc and the parent can cancel it
-// (protocol.go). A worker runs one job at a time; concurrent runs start
+// length-prefixed frames, multiplexed by run id so that a run can call
+// back into the parent for req.svc and the parent can cancel it
+// (protocol.go). Frames are JSON, except the job and result frames of
+// every run, whose payloads (JSON text already) cross in a binary frame,
+// neither escaped nor scanned on the way; the parent checks a result like
+// any output of a worker. A worker runs one job at a time; concurrent runs start
 // more workers up to MaxWorkers, then wait up to QueueTimeout (KindBusy).
 // A worker that dies, exceeds its memory or misses its deadline is killed
 // and replaced; only its own run fails, with a Kind that says why. Workers
@@ -43,7 +47,8 @@
 // it; the parent kills the worker if no result has come KillGrace (1 s)
 // after the deadline, which stops everything else.
 //
-// Memory. A worker sets Go's soft memory limit to 3/4 of MemoryLimit and,
+// Memory. A worker sets Go's soft memory limit to 3/4 of MemoryLimit (and
+// GOGC to 400 below it: its live heap is small and long-lived) and,
 // while a run is under way, samples runtime/metrics every 5 ms; above
 // MemoryLimit it exits with status 3. RLIMIT_AS is set to the process's
 // size at start-up plus 4 × MemoryLimit, so that a single huge allocation
@@ -54,25 +59,66 @@
 // and JSON.parse refuses input nested deeper than 5,000 levels before
 // goja's recursive parser sees it.
 //
-// Realms. Every run gets a fresh goja.Runtime: nothing one run does to
-// its realm survives it. Before tenant code runs, bootstrap.js sets up the
-// Node-like globals (console, Buffer, URL, URLSearchParams, global),
-// replaces eval and the Function constructors (including those of async
-// and generator functions) with functions that throw, turns the commonly
-// overridden prototype properties into accessors (the "override
-// mistake": err.name = 'X' keeps working), and freezes every constructor,
-// prototype and namespace reachable from the global object plus the
-// iterator and generator intrinsics. JavaScript call depth is bounded by
-// MaxCallStackSize. Data crosses as JSON text that the VM parses itself
-// (req.args, req.configuration, svc replies) and leaves as JSON text;
-// bytes cross as ArrayBuffers. No Go value is handed to the VM: the host
-// functions that implement console, Buffer's codecs, crypto and svc are
-// reachable only from closures of the bootstrap, and a field-name mapper
-// hides every field and method of any Go value that might still reach it
-// (goja_nodejs's URL keeps its state in a Go struct). A worker compiles
-// each distinct code once (an LRU of goja.Programs by SHA-256) and reuses
-// the Program across realms; it sets up the realm of the next run while
-// it waits for it.
+// Realms. A realm (a goja.Runtime) is set up by bootstrap.js before any
+// tenant code runs: it sets up the Node-like globals (console, Buffer,
+// URL, URLSearchParams, global), replaces eval and the Function
+// constructors (including those of async and generator functions) with
+// functions that throw, turns the commonly overridden prototype properties
+// into accessors (the "override mistake": err.name = 'X' keeps working),
+// freezes the intrinsics, and makes the global object's bindings of all
+// of these non-writable and non-configurable (JSON = ..., delete Object
+// fail). JavaScript call depth is bounded by MaxCallStackSize. Data
+// crosses as JSON text: the worker builds req.args, req.configuration
+// and svc replies from it with the realm's own constructors, exactly the
+// values JSON.parse would build (jsonparse.go), and the result leaves as
+// JSON text; bytes cross as ArrayBuffers. No Go value is handed to the
+// VM: the host functions that implement console, Buffer's codecs, crypto
+// and svc are reachable only from closures of the bootstrap, and a
+// field-name mapper hides every field and method of any Go value that
+// might still reach it (goja_nodejs's URL keeps its state in a Go
+// struct). A worker compiles each distinct code once (an LRU of
+// goja.Programs) and sets up the realm of the next run while it waits.
+//
+// A job without a [RealmScope] runs in a fresh realm, dropped after the
+// run. Setting one up and freezing it costs about 2.5 ms of CPU, ten
+// times a proxied request, so a job with a scope (tenant, principal)
+// runs in a warm realm: each worker keeps an LRU of realms (32 with the
+// default 256 MiB MemoryLimit, about 0.8 MiB each) keyed by scope and
+// code, and the pool sends a job to an idle worker that has its realm
+// (else to the worker its key hashes to, else to any). A warm run costs
+// tens of µs in the worker. Reuse is safe because nothing a run can
+// change survives it (security requirement R-JS-4, "per tenant+transform
+// with reset"):
+//
+//   - a realm set up for reuse is frozen deep: everything reachable from
+//     the global object — constructors, prototypes, namespaces, every
+//     method function, accessor and what the tamed accessors return —
+//     and the realm's require function and req.svc object, which it
+//     makes once (TestDeepRealmIsFrozen walks it all); the built-in
+//     bindings of the global object are locked;
+//   - every run evaluates the module anew (fresh module, exports and
+//     closures from the cached Program) and starts with an empty require
+//     cache, so module-level state and operator modules start afresh;
+//   - after the run, reset deletes every property the run added to the
+//     global object (Reflect.ownKeys against the bootstrap's list);
+//   - the realm is dropped, never reused, after a run that was
+//     interrupted (deadline, cancel), overflowed the stack, failed in the
+//     engine, did not settle or left svc calls pending; when a global
+//     cannot be deleted, the global object's prototype or extensibility
+//     changed, or the realm spent its Symbol.for budget (goja keeps
+//     registered symbols for the realm's life); after 10,000 runs; and
+//     all realms when the worker's live heap passes half its limit (a
+//     run can make a frozen object hold memory no later run can read,
+//     through a class's private field);
+//   - the interrupt is cleared before every run and no interrupt reaches
+//     a realm once its run has ended (R-JS-2);
+//   - and by rule a realm never serves two tenants, two principals or two
+//     codes, so even a gap in the above could only reach the same
+//     tenant's same code acting for the same principal.
+//
+// TestRealmReuseIsClean is P9 with the realm reused: a run that pollutes
+// everything it can, and the next run of its scope, and of other scopes,
+// sees none of it.
 //
 // Code. Code is CommonJS: module.exports is a function, sync or async,
 // called with req = {args, configuration, svc?} (svc also as req.bt). It
@@ -117,5 +163,6 @@
 //		Logger:  func(meta map[string]string, line string) { /* scrub, then log */ },
 //	})
 //	defer pool.Close()
-//	res, err := pool.Run(ctx, transforms.Job{Kind: transforms.JobRequest, Code: code, Args: args, Svc: svc})
+//	res, err := pool.Run(ctx, transforms.Job{Kind: transforms.JobRequest, Code: code, Args: args, Svc: svc,
+//		Realm: transforms.RealmScope{Tenant: tenantID, Principal: applicationID}})
 package transforms

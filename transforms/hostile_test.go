@@ -56,7 +56,10 @@ var hostileCorpus = []hostileCase{
 // good jobs through the same pool. Each hostile run must fail with its
 // kind within Timeout + KillGrace (+ slack for restarting a worker); the
 // second tenant must see no error at all; the parent (this process) must
-// stay alive with a small heap.
+// stay alive with a small heap. The second tenant's jobs reuse warm realms
+// (they have a RealmScope), on the same workers as the hostile ones, of
+// which every other one has a scope too, and runs after a harmless run of
+// the same code and scope has warmed its realm up.
 func TestHostileCorpus(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the hostile corpus takes about a minute")
@@ -85,7 +88,7 @@ func TestHostileCorpus(t *testing.T) {
 				}
 				want := fmt.Sprintf("t2-%d-%d", g, i)
 				args, _ := json.Marshal(map[string]any{"body": map[string]string{"v": want}, "headers": map[string]string{}})
-				res, err := p.Run(context.Background(), Job{Kind: JobRequest, Args: args,
+				res, err := p.Run(context.Background(), Job{Kind: JobRequest, Args: args, Realm: RealmScope{Tenant: "t2", Principal: "app"},
 					Code: `module.exports = async (req) => ({ body: { v: req.args.body.v, n: [1,2,3].map(x => x * 2) }, headers: { 'X-T': '2' } })`})
 				if err != nil || mustJSON(t, res.Body) != `{"n":[2,4,6],"v":"`+want+`"}` {
 					bad.Add(1)
@@ -99,11 +102,19 @@ func TestHostileCorpus(t *testing.T) {
 	}
 
 	start := time.Now()
-	for _, tc := range hostileCorpus {
+	for i, tc := range hostileCorpus {
 		t.Run(tc.name, func(t *testing.T) {
+			job := Job{Kind: JobReactor, Args: json.RawMessage(`{"go":true}`),
+				Code: "module.exports = async function (req) {\nif (!req.args.go) return { raw: 'warm' };\n" + tc.code + "\n}"}
+			if i%2 == 1 {
+				job.Realm = RealmScope{Tenant: "t1"}
+				warm := job
+				warm.Args = nil
+				_, _ = p.Run(context.Background(), warm) // fails only where the code does not compile
+			}
 			before := p.Stats()
 			t0 := time.Now()
-			_, err := p.Run(context.Background(), Job{Kind: JobReactor, Code: "module.exports = async function (req) {\n" + tc.code + "\n}"})
+			_, err := p.Run(context.Background(), job)
 			d := time.Since(t0)
 			after := p.Stats()
 			kinds := tc.kinds
@@ -159,6 +170,9 @@ func TestHostileCorpus(t *testing.T) {
 	s := p.Stats()
 	t.Logf("corpus took %v; second tenant: %d good runs, %d errors; parent heap %d MiB; pool %+v",
 		total.Round(time.Millisecond), good.Load(), bad.Load(), ms.HeapAlloc>>20, s)
+	if s.WarmRuns < uint64(good.Load())/2 {
+		t.Errorf("only %d of the second tenant's %d runs reused a warm realm", s.WarmRuns, good.Load())
+	}
 	if s.Alive < 2 {
 		t.Errorf("the pool did not replace its workers: %+v", s)
 	}

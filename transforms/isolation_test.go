@@ -194,8 +194,14 @@ func goOwned(ty reflect.Type) string {
 // checks that no object is backed by a Go value and that the only native
 // functions beyond goja's own intrinsics are the allow-listed ones.
 func TestNoGoObjectsReachable(t *testing.T) {
+	for _, deep := range []bool{false, true} {
+		t.Run(fmt.Sprintf("deep=%v", deep), func(t *testing.T) { testNoGoObjectsReachable(t, deep) })
+	}
+}
+
+func testNoGoObjectsReachable(t *testing.T, deep bool) {
 	rt, err := newJobRuntime(&runtimeConfig{maxCallStackSize: 1024, maxLogLines: 10, maxSvcCalls: 10}, 1,
-		func(*frame) error { return nil }, newLRU[moduleKey, *goja.Program](4))
+		func(*frame) error { return nil }, newLRU[moduleKey, *goja.Program](4), deep)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +212,11 @@ func TestNoGoObjectsReachable(t *testing.T) {
 	for name := range builtinModules {
 		_ = roots.Set("module:"+name, rt.require(moduleScope{}, name))
 	}
-	req, err := rt.helpers.makeReq(goja.Undefined(), rt.vm.ToValue(`{"body":{}}`), rt.vm.ToValue(`{}`), rt.vm.ToValue(true))
+	args, err := parseJSON(rt.vm, []byte(`{"body":{}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := rt.helpers.makeReq(goja.Undefined(), args, rt.vm.NewObject(), rt.vm.ToValue(true))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,7 @@ package transforms
 import (
 	"bytes"
 	"encoding/json"
-	"regexp"
+	"strconv"
 	"unicode/utf8"
 )
 
@@ -49,6 +49,39 @@ type Job struct {
 	// Meta identifies the run for the Logger (tenant and proxy or reactor
 	// ids). It never reaches the VM.
 	Meta map[string]string
+	// Realm lets the run reuse a warm realm: one that earlier runs with
+	// the same Realm and the same Code ran in, reset in between (see the
+	// package documentation). The zero value (no Tenant) gives the run a
+	// fresh realm of its own.
+	Realm RealmScope
+}
+
+// RealmScope says whose runs may share a realm. Runs share one only when
+// their scopes are equal and their Code is the same, so a scope must name
+// everyone whose data or authority a run holds:
+//
+//   - Tenant: the tenant whose code it is. Empty means no reuse.
+//   - Principal: the identity the run acts for — the application whose
+//     key backs req.svc (a proxy's application, "" for a proxy without
+//     one) and, when a caller's data reaches the run under the caller's
+//     own permissions (a reactor invoked by an application), the caller
+//     too, for example reactorApp + "/" + callerApp.
+//
+// Between runs the realm is reset so that nothing a run changed survives
+// it; the scope is the second line of defence: a realm never serves two
+// tenants, two principals or two codes.
+type RealmScope struct {
+	Tenant    string
+	Principal string
+}
+
+// key encodes the scope for the worker, unambiguously; "" when there is
+// no Tenant.
+func (s RealmScope) key() string {
+	if s.Tenant == "" {
+		return ""
+	}
+	return strconv.Itoa(len(s.Tenant)) + ":" + s.Tenant + s.Principal
 }
 
 // Result is what a run returned, as JSON.
@@ -70,7 +103,124 @@ type Result struct {
 	Tokenize json.RawMessage
 }
 
-var headerName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+// validHeaderName reports whether name is made of [A-Za-z0-9_-] only.
+func validHeaderName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// jsonMembers calls fn with the key and the raw value of each member of
+// the JSON object obj, in order (a repeated key is seen again: keep the
+// last, as encoding/json does). obj must be valid JSON (json.Valid): one
+// pass finds where each value ends without checking it again.
+func jsonMembers(obj []byte, fn func(key string, val []byte)) error {
+	i := skipSpace(obj, 0)
+	if i >= len(obj) || obj[i] != '{' {
+		return errJSONSyntax
+	}
+	i = skipSpace(obj, i+1)
+	if i < len(obj) && obj[i] == '}' {
+		return nil
+	}
+	for i < len(obj) {
+		end := skipJSONString(obj, i)
+		key, ok := jsonString(obj[i:end])
+		if !ok {
+			return errJSONSyntax
+		}
+		i = skipSpace(obj, end)
+		if i >= len(obj) || obj[i] != ':' {
+			return errJSONSyntax
+		}
+		i = skipSpace(obj, i+1)
+		end = skipJSONValue(obj, i)
+		fn(key, obj[i:end:end])
+		i = skipSpace(obj, end)
+		if i >= len(obj) {
+			break
+		}
+		if obj[i] == '}' {
+			return nil
+		}
+		i = skipSpace(obj, i+1) // the comma
+	}
+	return errJSONSyntax
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipJSONString returns the end of the string starting at b[i] ('"').
+func skipJSONString(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return len(b)
+}
+
+// skipJSONValue returns the end of the valid JSON value starting at b[i].
+func skipJSONValue(b []byte, i int) int {
+	depth := 0
+	for i < len(b) {
+		switch b[i] {
+		case '"':
+			i = skipJSONString(b, i)
+			if depth == 0 {
+				return i
+			}
+			continue
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+			if depth == 0 {
+				return i + 1
+			}
+			if depth < 0 {
+				return i
+			}
+		case ',', ' ', '\t', '\n', '\r':
+			if depth == 0 {
+				return i
+			}
+		}
+		i++
+	}
+	return i
+}
+
+// jsonString decodes a JSON string literal.
+func jsonString(lit []byte) (string, bool) {
+	if len(lit) < 2 || lit[0] != '"' || lit[len(lit)-1] != '"' {
+		return "", false
+	}
+	inner := lit[1 : len(lit)-1]
+	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+		return string(inner), true
+	}
+	var s string
+	if json.Unmarshal(lit, &s) != nil {
+		return "", false
+	}
+	return s, true
+}
 
 // shapeResult checks the JSON text a run returned against the contract of
 // the job kind and turns it into a Result. It runs in the parent on data
@@ -80,7 +230,12 @@ func shapeResult(kind string, out []byte) (*Result, *Error) {
 		return nil, newError(KindInvalidResult, "the returned value is %d bytes of JSON; the limit is %d", len(out), MaxPayload)
 	}
 	var fields map[string]json.RawMessage
-	if jsonType(out) != "object" || json.Unmarshal(out, &fields) != nil {
+	if jsonType(out) != "object" || !json.Valid(out) || jsonMembers(out, func(k string, v []byte) {
+		if fields == nil {
+			fields = make(map[string]json.RawMessage, 2)
+		}
+		fields[k] = v
+	}) != nil {
 		if kind == JobReactor {
 			return nil, newError(KindInvalidResult, "a reactor must return an object with raw and/or tokenize, not %s", describeJSON(out))
 		}
@@ -136,19 +291,21 @@ func shapeHeaders(raw json.RawMessage) (map[string]string, *Error) {
 	default:
 		return nil, newError(KindInvalidResult, "headers must be an object of strings, not %s", describeJSON(raw))
 	}
-	var in map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &in); err != nil {
+	// raw is valid JSON: the result it is part of was checked whole.
+	in := make(map[string]json.RawMessage)
+	if err := jsonMembers(raw, func(k string, v []byte) { in[k] = v }); err != nil {
 		return nil, newError(KindInvalidResult, "headers must be an object of strings")
 	}
 	out := make(map[string]string, len(in))
 	for name, v := range in {
-		if !headerName.MatchString(name) {
+		if !validHeaderName(name) {
 			continue
 		}
 		var s string
 		switch jsonType(v) {
 		case "string":
-			if err := json.Unmarshal(v, &s); err != nil {
+			var ok bool
+			if s, ok = jsonString(v); !ok {
 				return nil, newError(KindInvalidResult, "header %s is not a valid string", name)
 			}
 		case "number":

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"testing"
@@ -17,12 +18,29 @@ import (
 // a separate process exactly as under the server binary.
 const workerEnv = "TRANSFORMS_WORKER"
 
+// workerProfileEnv, set for the test process, makes its workers write CPU
+// profiles (see TestMain).
+const workerProfileEnv = "TRANSFORMS_WORKER_CPUPROFILE"
+
 func TestMain(m *testing.M) {
 	if os.Getenv(workerEnv) == "1" {
+		if prefix := os.Getenv(workerProfileEnv); prefix != "" {
+			// Profiling a worker: go test -bench ... with
+			// TRANSFORMS_WORKER_CPUPROFILE=/tmp/w set writes the first two
+			// seconds of each worker to /tmp/w.<pid> (a closed pool's
+			// workers may be killed before they could write more).
+			if f, err := os.Create(fmt.Sprintf("%s.%d", prefix, os.Getpid())); err == nil {
+				if pprof.StartCPUProfile(f) == nil {
+					time.AfterFunc(2*time.Second, pprof.StopCPUProfile)
+				}
+			}
+		}
 		if err := ServeWorker(os.Stdin, os.Stdout); err != nil {
+			pprof.StopCPUProfile()
 			fmt.Fprintln(os.Stderr, "worker:", err)
 			os.Exit(1)
 		}
+		pprof.StopCPUProfile()
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
@@ -30,9 +48,13 @@ func TestMain(m *testing.M) {
 
 // testOptions are pool options running this test binary as the worker.
 func testOptions() Options {
+	env := []string{workerEnv + "=1"}
+	if prefix := os.Getenv(workerProfileEnv); prefix != "" {
+		env = append(env, workerProfileEnv+"="+prefix)
+	}
 	return Options{
 		Command:    []string{os.Args[0]},
-		Env:        []string{workerEnv + "=1"},
+		Env:        env,
 		MinWorkers: 1,
 		MaxWorkers: 2,
 		Timeout:    5 * time.Second,

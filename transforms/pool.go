@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"os/exec"
 	"runtime"
 	"slices"
@@ -24,6 +25,7 @@ type Pool struct {
 	procsWG sync.WaitGroup
 	bgWG    sync.WaitGroup
 	nextID  atomic.Uint64
+	seed    maphash.Seed // of realm affinity hashes
 
 	mu      sync.Mutex
 	closed  bool
@@ -33,6 +35,7 @@ type Pool struct {
 	waiting int
 	started uint64
 	runs    uint64
+	warm    uint64
 	killed  map[string]uint64
 }
 
@@ -48,6 +51,9 @@ type Stats struct {
 	Started uint64
 	// Runs counts runs that reached a worker.
 	Runs uint64
+	// WarmRuns counts the runs (of jobs with a RealmScope) that reused a
+	// warm realm.
+	WarmRuns uint64
 	// Killed counts workers that ended, by cause: KindTimeout, KindMemory,
 	// KindCrash (died or broke the protocol), "idle" (stopped after
 	// IdleTimeout) and "closed".
@@ -74,6 +80,7 @@ func NewPool(o Options) (*Pool, error) {
 		spawnCh: make(chan spawnReq),
 		alive:   make(map[*proc]bool),
 		killed:  make(map[string]uint64),
+		seed:    maphash.MakeSeed(),
 	}
 	p.bgWG.Add(2)
 	go p.spawner()
@@ -139,6 +146,8 @@ func (p *Pool) startWorker() (*proc, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.started++
+	w.slot = p.freeSlot()
+	w.warm = newLRU[uint64, struct{}](realmCacheSize(p.opts.MemoryLimit))
 	p.alive[w] = true
 	w.lastUsed = time.Now()
 	if p.closed {
@@ -147,6 +156,23 @@ func (p *Pool) startWorker() (*proc, error) {
 		return nil, ErrBusy
 	}
 	return w, nil
+}
+
+// freeSlot returns the lowest slot number no live worker has. Call with
+// p.mu held.
+func (p *Pool) freeSlot() int {
+	used := make([]bool, p.opts.MaxWorkers+1)
+	for w := range p.alive {
+		if w.slot < len(used) {
+			used[w.slot] = true
+		}
+	}
+	for i, u := range used {
+		if !u {
+			return i
+		}
+	}
+	return len(used)
 }
 
 // reaper stops workers beyond MinWorkers that have been idle for
@@ -189,7 +215,7 @@ func (p *Pool) Run(ctx context.Context, job Job) (*Result, error) {
 	default:
 		return nil, fmt.Errorf("transforms: unknown job kind %q", job.Kind)
 	}
-	if n := utf8.RuneCountInString(job.Code); n > MaxCodeChars {
+	if n := codeChars(job.Code); n > MaxCodeChars {
 		return nil, newError(KindInvalidCode, "the code is %d characters long; the limit is %d", n, MaxCodeChars)
 	}
 	args := job.Args
@@ -209,8 +235,33 @@ func (p *Pool) Run(ctx context.Context, job Job) (*Result, error) {
 	if len(config) > MaxPayload {
 		return nil, newError(KindInvalidInput, "the configuration is %d bytes; the limit is %d", len(config), MaxPayload)
 	}
-	jf := &jobFrame{Kind: job.Kind, Code: job.Code, Args: args, Config: config, Svc: job.Svc != nil}
+	jf := &jobFrame{Kind: job.Kind, Code: job.Code, Args: args, Config: config, Svc: job.Svc != nil, Realm: job.Realm.key()}
 	return p.do(ctx, jf, job.Svc, job.Meta)
+}
+
+// affinity is the routing hash of a job's realm key (scope and code), or
+// 0 when the job has no scope. Only routing depends on it: a collision
+// sends a job to a worker without its realm, nothing more.
+func (p *Pool) affinity(jf *jobFrame) uint64 {
+	if jf.Realm == "" {
+		return 0
+	}
+	var h maphash.Hash
+	h.SetSeed(p.seed)
+	h.WriteString(jf.Realm)
+	h.WriteByte(0)
+	h.WriteString(jf.Code)
+	return h.Sum64() | 1
+}
+
+// codeChars counts the characters of code as far as the MaxCodeChars
+// check needs: code of at most MaxCodeChars bytes has no more characters,
+// and is not counted (a run's code is counted on every run).
+func codeChars(code string) int {
+	if len(code) <= MaxCodeChars {
+		return len(code)
+	}
+	return utf8.RuneCountInString(code)
 }
 
 // ValidateCode checks code like the package-level ValidateCode, with the
@@ -220,7 +271,7 @@ func (p *Pool) Run(ctx context.Context, job Job) (*Result, error) {
 // of KindInvalidCode or KindModule, or the error of a run that failed
 // (KindBusy, KindTimeout, KindMemory).
 func (p *Pool) ValidateCode(ctx context.Context, code string) error {
-	if n := utf8.RuneCountInString(code); n > MaxCodeChars {
+	if n := codeChars(code); n > MaxCodeChars {
 		return newError(KindInvalidCode, "the code is %d characters long; the limit is %d", n, MaxCodeChars)
 	}
 	_, err := p.do(ctx, &jobFrame{Kind: jobValidate, Code: code}, nil, nil)
@@ -236,13 +287,14 @@ func (p *Pool) do(ctx context.Context, jf *jobFrame, svc Svc, meta map[string]st
 	if timeout <= 0 || ctx.Err() != nil {
 		return nil, &Error{Kind: KindTimeout, Message: "the run's context ended before it started", cause: context.Cause(ctx)}
 	}
-	w, err := p.acquire(ctx)
+	aff := p.affinity(jf)
+	w, err := p.acquire(ctx, aff)
 	if err != nil {
 		return nil, err
 	}
 	jf.TimeoutMS = max(timeout.Milliseconds(), 1)
 	res, rerr, healthy := p.runOn(ctx, w, jf, svc, meta, timeout)
-	p.release(w, healthy)
+	p.release(w, healthy, aff)
 	if rerr != nil {
 		return res, rerr
 	}
@@ -250,8 +302,10 @@ func (p *Pool) do(ctx context.Context, jf *jobFrame, svc Svc, meta map[string]st
 }
 
 // acquire takes a slot (waiting at most QueueTimeout) and an idle worker,
-// or starts one.
-func (p *Pool) acquire(ctx context.Context) (*proc, error) {
+// or starts one. For a job with a realm (aff != 0) it prefers an idle
+// worker that keeps the job's realm warm, then the worker whose slot the
+// hash names, then, like any job, the most recently used.
+func (p *Pool) acquire(ctx context.Context, aff uint64) (*proc, error) {
 	select {
 	case p.slots <- struct{}{}:
 	default:
@@ -284,8 +338,9 @@ func (p *Pool) acquire(ctx context.Context) (*proc, error) {
 		return nil, newError(KindBusy, "the pool is closed")
 	}
 	for len(p.idle) > 0 {
-		w := p.idle[len(p.idle)-1]
-		p.idle = p.idle[:len(p.idle)-1]
+		i := p.pickIdle(aff)
+		w := p.idle[i]
+		p.idle = slices.Delete(p.idle, i, i+1)
 		if w.alive() {
 			p.busy++
 			p.mu.Unlock()
@@ -309,6 +364,27 @@ func (p *Pool) acquire(ctx context.Context) (*proc, error) {
 	return w, nil
 }
 
+// pickIdle returns the index in p.idle of the worker to run a job with
+// affinity aff on. Call with p.mu held and p.idle not empty.
+func (p *Pool) pickIdle(aff uint64) int {
+	last := len(p.idle) - 1
+	if aff == 0 {
+		return last
+	}
+	for i := last; i >= 0; i-- {
+		if p.idle[i].warm.has(aff) {
+			return i
+		}
+	}
+	slot := int(aff % uint64(p.opts.MaxWorkers))
+	for i := last; i >= 0; i-- {
+		if p.idle[i].slot == slot {
+			return i
+		}
+	}
+	return last
+}
+
 // forget drops a dead worker. Call with p.mu held.
 func (p *Pool) forget(w *proc) {
 	if !p.alive[w] {
@@ -326,8 +402,8 @@ func (p *Pool) forget(w *proc) {
 }
 
 // release returns a worker to the idle list, or drops it, and keeps
-// MinWorkers warm.
-func (p *Pool) release(w *proc, healthy bool) {
+// MinWorkers warm. It notes whether the worker kept the realm of aff.
+func (p *Pool) release(w *proc, healthy bool, aff uint64) {
 	if !healthy && w.alive() {
 		w.kill(KindCrash) // retired: its engine state is suspect
 		<-w.exited
@@ -335,6 +411,16 @@ func (p *Pool) release(w *proc, healthy bool) {
 	p.mu.Lock()
 	p.busy--
 	p.runs++
+	if w.ranWarm {
+		p.warm++
+	}
+	if aff != 0 {
+		if w.kept {
+			w.warm.put(aff, struct{}{})
+		} else {
+			w.warm.remove(aff)
+		}
+	}
 	switch {
 	case healthy && !p.closed && w.alive():
 		w.lastUsed = time.Now()
@@ -403,6 +489,7 @@ func (p *Pool) runOn(ctx context.Context, w *proc, jf *jobFrame, svc Svc, meta m
 			drained = true
 		}
 	}
+	w.kept, w.ranWarm = false, false
 	callCtx, cancelCalls := context.WithCancel(ctx)
 	defer cancelCalls()
 	if err := w.in.write(&frame{T: frameJob, ID: id, Job: jf}); err != nil {
@@ -426,6 +513,7 @@ func (p *Pool) runOn(ctx context.Context, w *proc, jf *jobFrame, svc Svc, meta m
 			}
 			switch f.T {
 			case frameResult:
+				w.kept, w.ranWarm = f.Kept, f.Warm
 				res, err, healthy := p.finish(jf.Kind, f)
 				if err != nil && err.Kind == KindTimeout && ctx.Err() != nil {
 					err.cause = context.Cause(ctx)
@@ -553,7 +641,7 @@ func boundErrors(in map[string][]string) map[string][]string {
 func (p *Pool) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s := Stats{Alive: len(p.alive), Busy: p.busy, Waiting: p.waiting, Started: p.started, Runs: p.runs,
+	s := Stats{Alive: len(p.alive), Busy: p.busy, Waiting: p.waiting, Started: p.started, Runs: p.runs, WarmRuns: p.warm,
 		Killed: make(map[string]uint64, len(p.killed))}
 	for k, v := range p.killed {
 		s.Killed[k] = v

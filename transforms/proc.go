@@ -28,6 +28,14 @@ type proc struct {
 	killedFor atomic.Pointer[string] // why the pool killed it, if it did
 	state     *os.ProcessState       // set before exited is closed
 	lastUsed  time.Time              // guarded by the pool's mutex
+
+	// Realm affinity. slot is fixed at start; warm mirrors the worker's
+	// cache of warm realms, by affinity hash (guarded by the pool's
+	// mutex); kept and ranWarm are what the last result said (owned by
+	// the run).
+	slot          int
+	warm          *lru[uint64, struct{}]
+	kept, ranWarm bool
 }
 
 // startProc starts a worker with spawn (which runs cmd.Start on the

@@ -75,16 +75,24 @@ type runtimeConfig struct {
 type helpers struct {
 	harden, moduleError, svcError, describeError, parse goja.Callable
 	makeReq, settle, stringify, loadBuiltin             goja.Callable
+	module, reset                                       goja.Callable
 }
 
-// jobRuntime is one fresh goja.Runtime, set up for one run and then
-// dropped: nothing a run does to its realm survives it.
+// jobRuntime is one goja.Runtime (a realm). A shallow one serves one run
+// and is dropped. A deep one (every reachable intrinsic frozen) may serve
+// further runs of the same realmKey, with startRun and finishRun around
+// each: see the Realms section of the package documentation.
 type jobRuntime struct {
-	vm      *goja.Runtime
-	cfg     *runtimeConfig
-	id      uint64
-	emit    func(*frame) error // sends log and call frames to the parent
-	helpers helpers
+	vm            *goja.Runtime
+	cfg           *runtimeConfig
+	id            uint64
+	emit          func(*frame) error // sends log and call frames to the parent
+	helpers       helpers
+	deep          bool       // set up for reuse
+	runs          int        // runs started in this realm
+	tenantRequire goja.Value // the tenant code's require, made at its first run
+
+	filename, dirname goja.Value // of the tenant's module, as its code sees them
 
 	bufferCtor  goja.Value
 	urlExports  *goja.Object
@@ -108,8 +116,9 @@ func (hiddenFields) FieldName(reflect.Type, reflect.StructField) string { return
 func (hiddenFields) MethodName(reflect.Type, reflect.Method) string     { return "" }
 
 // newJobRuntime builds a fresh runtime: Node-like globals, intrinsics
-// frozen, no code generation from strings.
-func newJobRuntime(cfg *runtimeConfig, id uint64, emit func(*frame) error, moduleCache *lru[moduleKey, *goja.Program]) (rt *jobRuntime, err error) {
+// frozen (with deep, every object reachable from them too), global
+// bindings locked, no code generation from strings.
+func newJobRuntime(cfg *runtimeConfig, id uint64, emit func(*frame) error, moduleCache *lru[moduleKey, *goja.Program], deep bool) (rt *jobRuntime, err error) {
 	if err := loadJS(); err != nil {
 		return nil, err
 	}
@@ -122,7 +131,8 @@ func newJobRuntime(cfg *runtimeConfig, id uint64, emit func(*frame) error, modul
 	vm.SetFieldNameMapper(hiddenFields{})
 	vm.SetMaxCallStackSize(cfg.maxCallStackSize)
 	rt = &jobRuntime{
-		vm: vm, cfg: cfg, id: id, emit: emit,
+		vm: vm, cfg: cfg, id: id, emit: emit, deep: deep,
+		filename: vm.ToValue("/transform.js"), dirname: vm.ToValue("/"),
 		modules: make(map[string]*goja.Object), moduleCache: moduleCache,
 		pending: make(map[uint64]pendingCall),
 	}
@@ -160,7 +170,7 @@ func newJobRuntime(cfg *runtimeConfig, id uint64, emit func(*frame) error, modul
 	if err != nil {
 		return nil, err
 	}
-	hv, err := callValue(boot, goja.Undefined(), host, rt.bufferCtor, rt.urlExports)
+	hv, err := callValue(boot, goja.Undefined(), host, rt.bufferCtor, rt.urlExports, vm.ToValue(deep))
 	if err != nil {
 		return nil, err
 	}
@@ -169,6 +179,7 @@ func newJobRuntime(cfg *runtimeConfig, id uint64, emit func(*frame) error, modul
 		"harden": &rt.helpers.harden, "moduleError": &rt.helpers.moduleError, "svcError": &rt.helpers.svcError,
 		"describeError": &rt.helpers.describeError, "parse": &rt.helpers.parse, "makeReq": &rt.helpers.makeReq,
 		"settle": &rt.helpers.settle, "stringify": &rt.helpers.stringify, "loadBuiltin": &rt.helpers.loadBuiltin,
+		"module": &rt.helpers.module, "reset": &rt.helpers.reset,
 	} {
 		fn, ok := goja.AssertFunction(h.Get(name))
 		if !ok {
@@ -246,6 +257,10 @@ func jsonDepth(s string) int {
 type runOutcome struct {
 	out []byte    // JSON of the settled value
 	err *errFrame // or the failure
+	// discard: the realm must not serve another run (the run was
+	// interrupted, overflowed the stack, failed in the engine, or left
+	// work unsettled).
+	discard bool
 }
 
 // jobSignals are what a run waits on besides its own code.
@@ -257,6 +272,34 @@ type jobSignals struct {
 	timeout time.Duration
 }
 
+// startRun readies the realm for run id: per-run counters and the
+// require cache start empty, and a stale interrupt is cleared.
+func (rt *jobRuntime) startRun(id uint64) {
+	rt.vm.ClearInterrupt()
+	rt.id = id
+	rt.runs++
+	rt.logLines, rt.svcCalls, rt.moduleBytes = 0, 0, 0
+	clear(rt.modules)
+	clear(rt.pending)
+}
+
+// finishRun resets the realm after a run that ended normally and reports
+// whether it may serve another: the globals the run created are deleted,
+// and the realm must be as bootstrap left it.
+func (rt *jobRuntime) finishRun() (clean bool) {
+	defer func() {
+		if recover() != nil {
+			clean = false
+		}
+	}()
+	if !rt.deep || len(rt.pending) > 0 {
+		return false
+	}
+	clear(rt.modules)
+	v, err := rt.helpers.reset(goja.Undefined())
+	return err == nil && v.ToBoolean()
+}
+
 // run executes compiled tenant code with the job's data and waits for its
 // promise to settle.
 func (rt *jobRuntime) run(prog *goja.Program, j *jobFrame, sig jobSignals) (res runOutcome) {
@@ -266,45 +309,67 @@ func (rt *jobRuntime) run(prog *goja.Program, j *jobFrame, sig jobSignals) (res 
 			// worker, whose state can no longer be trusted.
 			res = runOutcome{err: &errFrame{Kind: KindCrash, Message: "the JavaScript engine failed", Retire: true}}
 		}
+		if res.err != nil && (res.err.Kind == KindTimeout || res.err.Kind == KindCrash) || len(rt.pending) > 0 {
+			res.discard = true
+		}
 	}()
-	fail := func(err error) runOutcome { return runOutcome{err: rt.errorFrom(err, sig)} }
+	fail := func(err error) runOutcome { return rt.failure(err, sig) }
 
 	wrapper, err := rt.vm.RunProgram(prog)
 	if err != nil {
 		return fail(err)
 	}
-	module := rt.vm.NewObject()
-	exports := rt.vm.NewObject()
-	_ = module.Set("exports", exports)
-	_ = module.Set("id", ".")
-	_ = module.Set("filename", "/transform.js")
-	require := rt.makeRequire(moduleScope{virtDir: "/"})
-	if _, err := callValue(wrapper, exports, exports, require, module, rt.vm.ToValue("/transform.js"), rt.vm.ToValue("/")); err != nil {
+	if rt.tenantRequire == nil {
+		// One frozen require function per realm: it keeps no state of its
+		// own (the require cache, rt.modules, starts empty every run).
+		rt.tenantRequire = rt.call(rt.helpers.harden, rt.makeRequire(moduleScope{virtDir: "/"}))
+	}
+	exported, err := rt.helpers.module(goja.Undefined(), wrapper, rt.tenantRequire, rt.filename, rt.dirname)
+	if err != nil {
 		return fail(err)
 	}
-	fn, ok := goja.AssertFunction(module.Get("exports"))
+	fn, ok := goja.AssertFunction(exported)
 	if !ok {
 		return runOutcome{err: &errFrame{Kind: KindInvalidCode, Message: "module.exports must be a function"}}
 	}
 
-	args := string(j.Args)
-	if len(j.Args) == 0 {
-		args = "{}"
+	argsText, configText := []byte(j.Args), []byte(j.Config)
+	if len(argsText) == 0 {
+		argsText = []byte("{}")
 	}
-	config := string(j.Config)
-	if len(j.Config) == 0 || config == "null" {
-		config = "{}"
+	if len(configText) == 0 || string(configText) == "null" {
+		configText = []byte("{}")
 	}
-	req, err := rt.helpers.makeReq(goja.Undefined(), rt.vm.ToValue(args), rt.vm.ToValue(config), rt.vm.ToValue(j.Svc))
-	if err != nil {
-		var ex *goja.Exception
-		if errors.As(err, &ex) {
-			// The parser's message may quote the data: leave it out.
-			return runOutcome{err: &errFrame{Kind: KindInvalidInput,
-				Message: "the args cannot be parsed by JavaScript (a number out of range, or nesting deeper than " + strconv.Itoa(maxJSONDepth) + " levels)"}}
+	args, err := parseJSON(rt.vm, argsText)
+	if err == nil {
+		var config goja.Value
+		if config, err = parseJSON(rt.vm, configText); err == nil {
+			var req goja.Value
+			if req, err = rt.helpers.makeReq(goja.Undefined(), args, config, rt.vm.ToValue(j.Svc)); err == nil {
+				return rt.settle(fn, req, sig)
+			}
 		}
-		return fail(err)
 	}
+	if errors.Is(err, errJSONSyntax) || errors.Is(err, errJSONDepth) || errors.Is(err, errJSONRange) {
+		// The parent checked that the args are JSON; what is left is what
+		// JSON.parse would refuse too. (No message quotes the data.)
+		return runOutcome{err: &errFrame{Kind: KindInvalidInput,
+			Message: "the args cannot be parsed by JavaScript (a number out of range, or nesting deeper than " + strconv.Itoa(maxJSONDepth) + " levels)"}}
+	}
+	return fail(err)
+}
+
+// failure is the outcome of a run that the engine ended with err. A stack
+// overflow leaves the realm usable in principle, but it is not reused.
+func (rt *jobRuntime) failure(err error, sig jobSignals) runOutcome {
+	var overflow *goja.StackOverflowError
+	return runOutcome{err: rt.errorFrom(err, sig), discard: errors.As(err, &overflow)}
+}
+
+// settle calls the tenant's function with req and waits for its promise
+// to settle.
+func (rt *jobRuntime) settle(fn goja.Callable, req goja.Value, sig jobSignals) runOutcome {
+	fail := func(err error) runOutcome { return rt.failure(err, sig) }
 
 	ret, err := fn(goja.Undefined(), req)
 	if err != nil {
@@ -326,7 +391,7 @@ func (rt *jobRuntime) run(prog *goja.Program, j *jobFrame, sig jobSignals) (res 
 			return runOutcome{err: rt.describe(promise.Result(), sig)}
 		}
 		if len(rt.pending) == 0 {
-			return runOutcome{err: &errFrame{Kind: KindInvalidResult,
+			return runOutcome{discard: true, err: &errFrame{Kind: KindInvalidResult,
 				Message: "the returned promise never settles: nothing is left to wait for"}}
 		}
 		select {
@@ -370,9 +435,7 @@ func (rt *jobRuntime) output(v goja.Value, sig jobSignals) runOutcome {
 	if len(text) > MaxPayload {
 		return runOutcome{err: &errFrame{Kind: KindInvalidResult, Message: fmt.Sprintf("the returned value is %d bytes of JSON; the limit is %d", len(text), MaxPayload)}}
 	}
-	if !json.Valid([]byte(text)) {
-		return runOutcome{err: &errFrame{Kind: KindInvalidResult, Message: "the returned value is not valid JSON"}}
-	}
+	// JSON.stringify's output is JSON; the parent checks it again anyway.
 	return runOutcome{out: []byte(text)}
 }
 

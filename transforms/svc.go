@@ -99,10 +99,9 @@ func (rt *jobRuntime) deliver(f *frame) error {
 		}
 		return pc.reject(e)
 	}
-	v, err := rt.helpers.parse(goja.Undefined(), rt.vm.ToValue(string(f.Reply)))
+	v, err := parseJSON(rt.vm, f.Reply)
 	if err != nil {
-		var ex *goja.Exception
-		if !errors.As(err, &ex) {
+		if !errors.Is(err, errJSONSyntax) && !errors.Is(err, errJSONDepth) && !errors.Is(err, errJSONRange) {
 			return err
 		}
 		e, err := rt.helpers.svcError(goja.Undefined(), rt.vm.ToValue(502), rt.vm.ToValue("the service returned invalid JSON"))

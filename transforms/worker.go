@@ -2,12 +2,12 @@ package transforms
 
 import (
 	"bufio"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"runtime/debug"
+	"runtime/metrics"
 	"sync"
 	"time"
 
@@ -18,12 +18,16 @@ import (
 // exitMemory is the exit code of a worker whose memory watchdog fired.
 const exitMemory = 3
 
+// workerGCPercent is a worker's GOGC; its soft memory limit bounds the
+// heap near the cap whatever the percentage.
+const workerGCPercent = 400
+
 // jobValidate is the internal job kind of Pool.ValidateCode.
 const jobValidate = "validate"
 
 // Cache sizes of a worker.
 const (
-	programCacheSize = 128 // compiled tenant programs, by code hash
+	programCacheSize = 128 // compiled tenant programs, by code
 	moduleCacheSize  = 256 // compiled operator module files
 )
 
@@ -31,6 +35,30 @@ const (
 type compiled struct {
 	prog *goja.Program
 	err  *Error
+}
+
+// realmKey identifies the runs that may share a realm: the caller's scope
+// (tenant and principal, Job.Realm) and the code itself (Go's maps hash
+// and compare it faster than a digest could be computed).
+type realmKey struct {
+	scope string
+	code  string
+}
+
+// maxRealmRuns bounds the runs one realm serves: a bound on whatever a
+// realm might accumulate that reset does not see.
+const maxRealmRuns = 10000
+
+// spareShallowAfter is the number of jobs without a realm scope in a row
+// after which a worker stops setting up its spare realm for reuse.
+const spareShallowAfter = 1000
+
+// realmCacheSize is how many warm realms a worker with memoryLimit keeps:
+// one per 8 MiB of the limit, 1 to 32 (32 with the default 256 MiB). A
+// realm set up for reuse holds about 0.8 MiB, so the cache holds about a
+// tenth of the limit, which runs of any tenant then do not have.
+func realmCacheSize(memoryLimit int64) int {
+	return int(min(max(memoryLimit/(8<<20), 1), 32))
 }
 
 // workerState is the worker side of a pool: one process, one run at a
@@ -42,12 +70,20 @@ type workerState struct {
 	jobs     chan *frame
 	replies  chan *frame
 	gone     chan struct{}
-	programs *lru[[32]byte, compiled]
+	programs *lru[string, compiled]
 	modules  *lru[moduleKey, *goja.Program]
 
 	// spare is a runtime set up in advance, between runs, so that setting
-	// up a fresh realm (about 2 ms) is off the path of the next request.
-	spare *jobRuntime
+	// up a fresh realm (a few ms) is off the path of the next request. It
+	// is set up for reuse (deep, which costs about three times as much)
+	// unless the last spareShallowAfter jobs all had no realm scope.
+	spare    *jobRuntime
+	unscoped int // jobs without a realm scope since the last with one
+	// realms are the warm realms, by key; a realm is in it only between
+	// runs that ended cleanly.
+	realms     *lru[realmKey, *jobRuntime]
+	live       []metrics.Sample // the heap's live bytes after the last GC
+	sinceCheck int              // runs since checkMemory last looked
 
 	mu      sync.Mutex
 	current uint64       // id of the run under way, 0 when idle
@@ -76,8 +112,12 @@ func ServeWorker(in io.Reader, out io.Writer) error {
 		return errors.New("transforms worker: incomplete init frame")
 	}
 	// The Go runtime works to stay below three quarters of the cap, so a
-	// run that only churns garbage is not mistaken for one over it.
+	// run that only churns garbage is not mistaken for one over it. Below
+	// that, a GC per 4x the live heap rather than 1x: the live heap (warm
+	// realms, compiled code) is small and long-lived, and collecting it
+	// after every few hundred runs cost a fifth of a warm run's CPU.
 	debug.SetMemoryLimit(cfg.MemoryLimit / 4 * 3)
+	debug.SetGCPercent(workerGCPercent)
 	debug.SetMaxStack(int(max(cfg.MemoryLimit/2, 16<<20)))
 	if _, err := setProcessLimits(4 * cfg.MemoryLimit); err != nil {
 		return fmt.Errorf("transforms worker: set limits: %w", err)
@@ -95,8 +135,10 @@ func ServeWorker(in io.Reader, out io.Writer) error {
 		jobs:     make(chan *frame, 1),
 		replies:  make(chan *frame, cfg.MaxSvcCalls+16),
 		gone:     make(chan struct{}),
-		programs: newLRU[[32]byte, compiled](programCacheSize),
+		programs: newLRU[string, compiled](programCacheSize),
 		modules:  newLRU[moduleKey, *goja.Program](moduleCacheSize),
+		realms:   newLRU[realmKey, *jobRuntime](realmCacheSize(cfg.MemoryLimit)),
+		live:     []metrics.Sample{{Name: "/gc/heap/live:bytes"}},
 	}
 	if err := w.out.write(&frame{T: frameReady, Pid: os.Getpid()}); err != nil {
 		return err
@@ -106,13 +148,16 @@ func ServeWorker(in io.Reader, out io.Writer) error {
 		w.prepare()
 		select {
 		case f := <-w.jobs:
+			start := time.Now()
 			res := w.runJob(f)
+			took := time.Since(start)
 			if err := w.out.write(res); err != nil {
 				return err
 			}
 			if res.Err != nil && res.Err.Retire {
 				return errors.New("transforms worker: retiring after an engine failure")
 			}
+			w.checkMemory(took)
 		case <-w.gone:
 			return nil
 		}
@@ -125,8 +170,27 @@ func (w *workerState) prepare() {
 		return
 	}
 	emit := func(fr *frame) error { return w.out.write(fr) }
-	if rt, err := newJobRuntime(&w.rcfg, 0, emit, w.modules); err == nil {
+	if rt, err := newJobRuntime(&w.rcfg, 0, emit, w.modules, w.unscoped < spareShallowAfter); err == nil {
 		w.spare = rt
+	}
+}
+
+// checkMemory drops every warm realm when the live heap (as of the last
+// GC) is above half the memory limit: whatever the realms hold (a run can
+// make a frozen object hold memory it can never read again, through a
+// class's private field) must never leave the next run, of whatever
+// tenant, without room. It looks after every run that took a while (it
+// takes time to allocate much) and every 16th run; reading the metric
+// costs a few µs.
+func (w *workerState) checkMemory(took time.Duration) {
+	w.sinceCheck++
+	if w.realms.len() == 0 || w.sinceCheck < 16 && took < 2*time.Millisecond {
+		return
+	}
+	w.sinceCheck = 0
+	metrics.Read(w.live)
+	if w.live[0].Value.Kind() == metrics.KindUint64 && w.live[0].Value.Uint64() > uint64(w.cfg.MemoryLimit/2) {
+		w.realms.clear()
 	}
 }
 
@@ -200,6 +264,7 @@ func (w *workerState) runJob(f *frame) *frame {
 		stopCh   = make(chan struct{})
 		reason   = "timeout"
 		rt       *jobRuntime
+		detached bool
 	)
 	stopRun := func(r string) {
 		stopOnce.Do(func() {
@@ -213,10 +278,24 @@ func (w *workerState) runJob(f *frame) *frame {
 	w.mu.Lock()
 	w.current, w.stopRun = f.ID, stopRun
 	w.mu.Unlock()
-	defer func() {
+	// detach ends the run's exposure to stop: no interrupt reaches the
+	// realm after it. It reports whether the run was stopped.
+	detach := func() (stopped bool) {
 		w.mu.Lock()
+		defer w.mu.Unlock()
+		detached = true
 		w.current, w.stopRun = 0, nil
-		w.mu.Unlock()
+		select {
+		case <-stopCh:
+			return true
+		default:
+			return false
+		}
+	}
+	defer func() {
+		if !detached {
+			detach()
+		}
 	}()
 	timer := time.AfterFunc(timeout, func() { w.stop(f.ID, "timeout") })
 	defer timer.Stop()
@@ -233,14 +312,29 @@ func (w *workerState) runJob(f *frame) *frame {
 		res.Err = &errFrame{Kind: cerr.Kind, Message: cerr.Message}
 		return res
 	}
-	w.prepare()
-	newRT := w.spare
-	w.spare = nil
+	// A job with a realm scope runs in the warm realm of its key when
+	// there is one, else in the spare, which is kept after the run if it
+	// was set up for reuse and the run ended cleanly.
+	keyed := j.Realm != ""
+	key := realmKey{scope: j.Realm, code: j.Code}
+	var newRT *jobRuntime
+	hit := false
+	if keyed {
+		w.unscoped = 0
+		newRT, hit = w.realms.get(key)
+	} else {
+		w.unscoped++
+	}
+	if !hit {
+		w.prepare()
+		newRT = w.spare
+		w.spare = nil
+	}
 	if newRT == nil {
 		res.Err = &errFrame{Kind: KindCrash, Message: "the runtime could not be set up", Retire: true}
 		return res
 	}
-	newRT.id = f.ID
+	newRT.startRun(f.ID)
 	w.mu.Lock()
 	rt = newRT
 	select {
@@ -256,19 +350,28 @@ func (w *workerState) runJob(f *frame) *frame {
 	}
 	o := rt.run(prog, j, sig)
 	res.Out, res.Err = o.out, o.err
+	stopped := detach()
+	keep := keyed && !o.discard && !stopped && (o.err == nil || !o.err.Retire) &&
+		rt.runs < maxRealmRuns && rt.finishRun()
+	switch {
+	case keep && !hit:
+		w.realms.put(key, rt)
+	case !keep && hit:
+		w.realms.remove(key)
+	}
+	res.Kept, res.Warm = keep, hit
 	return res
 }
 
 // compile compiles tenant code once per distinct code, remembering
 // failures too.
 func (w *workerState) compile(code string) (*goja.Program, *Error) {
-	key := sha256.Sum256([]byte(code))
-	if c, ok := w.programs.get(key); ok {
+	if c, ok := w.programs.get(code); ok {
 		return c.prog, c.err
 	}
 	prog, err := compileCode("transform.js", code, func(name string) bool {
 		return moduleAllowed(name, w.cfg.AllowModules)
 	})
-	w.programs.put(key, compiled{prog: prog, err: err})
+	w.programs.put(code, compiled{prog: prog, err: err})
 	return prog, err
 }

@@ -1,13 +1,20 @@
 // bootstrap runs in every fresh runtime, before any tenant code. It sets up
 // the Node-like globals, takes away code generation from strings, freezes
-// every intrinsic reachable from the global object, and returns the
-// helpers the Go side uses. Everything it captures is captured before
-// tenant code can touch it.
-(function bootstrap(host, Buffer, url) {
+// every intrinsic reachable from the global object, locks the global
+// object's bindings, and returns the helpers the Go side uses. Everything
+// it captures is captured before tenant code can touch it.
+//
+// With deep set, the realm is meant to serve many runs (of one tenant,
+// principal and code): every object reachable from the global object is
+// frozen, method functions included, so that no run can leave anything
+// behind in an intrinsic; reset, called after each run, removes what a
+// run added to the global object and says whether the realm is still as
+// bootstrap left it.
+(function bootstrap(host, Buffer, url, deep) {
   'use strict';
   const G = globalThis;
-  const { freeze, getPrototypeOf, getOwnPropertyDescriptor, defineProperty, isFrozen } = Object;
-  const { ownKeys, apply } = Reflect;
+  const { freeze, getPrototypeOf, getOwnPropertyDescriptor, defineProperty, isFrozen, isExtensible } = Object;
+  const { ownKeys, apply, deleteProperty } = Reflect;
   const jsonParse = JSON.parse;
   const jsonStringify = JSON.stringify;
   const promiseResolve = Promise.resolve;
@@ -22,6 +29,12 @@
   const WeakSetCtor = WeakSet;
   const weakSetAdd = WeakSet.prototype.add;
   const weakSetHas = WeakSet.prototype.has;
+  // A Set, not a WeakSet, for the intrinsics: they live as long as the
+  // realm anyway, and goja's WeakSet costs a weak pointer and a cleanup
+  // per entry.
+  const SetCtor = Set;
+  const setAdd = Set.prototype.add;
+  const setHas = Set.prototype.has;
   const stringSlice = String.prototype.slice;
   const MAX_TEXT = 1024;
 
@@ -126,15 +139,36 @@
     defineProperty(G, k, { value: globals[k], writable: true, enumerable: false, configurable: true });
   }
 
+  // Symbol.for registers its key in the realm for the realm's lifetime;
+  // goja never forgets it. A realm that serves many runs must not grow
+  // without bound, so past a budget (keys and their characters, counted
+  // over the realm's life) the realm is marked spent: the run goes on, and
+  // the realm is dropped after it.
+  const symbolFor = Symbol.for;
+  let symbolCalls = 0;
+  let symbolChars = 0;
+  let spent = false;
+  const registerSymbol = function (key) {
+    const k = StringCtor(key);
+    symbolCalls++;
+    symbolChars += k.length;
+    if (symbolCalls > 10000 || symbolChars > 1048576) spent = true;
+    return apply(symbolFor, Symbol, [k]);
+  };
+  defineProperty(registerSymbol, 'name', { value: 'for' });
+  defineProperty(Symbol, 'for', { value: registerSymbol, writable: true, enumerable: false, configurable: true });
+
   // The "override mistake": once a prototype is frozen, assigning a
   // property it has (err.name = 'X', obj.toString = f) fails on every
   // object that inherits it. As SES does, the commonly overridden
   // properties become accessors whose setter defines an own property on
   // the receiver, and refuses to change the prototype itself.
+  const tamedValues = []; // reachable only through the getters: frozen below
   function tame(obj, name) {
     const d = getOwnPropertyDescriptor(obj, name);
     if (!d || !('value' in d) || !d.configurable) return;
     const value = d.value;
+    tamedValues.push(value);
     defineProperty(obj, name, {
       get: function () { return value; },
       set: function (v) {
@@ -174,10 +208,10 @@
   // them would cost about 8 ms per run instead of 1; a property added to
   // one is seen only by the run that added it, which then ends with its
   // realm.
-  const frozen = new WeakSetCtor();
+  const frozen = new SetCtor();
   function freezeOne(o) {
-    while (o !== null && (typeof o === 'object' || typeof o === 'function') && !apply(weakSetHas, frozen, [o])) {
-      apply(weakSetAdd, frozen, [o]);
+    while (o !== null && (typeof o === 'object' || typeof o === 'function') && !apply(setHas, frozen, [o])) {
+      apply(setAdd, frozen, [o]);
       freeze(o);
       if (typeof o === 'function') freezeOne(o.prototype);
       o = getPrototypeOf(o);
@@ -216,22 +250,74 @@
     getOwnPropertyDescriptor(FunctionPrototype, 'caller'),
     (function () { 'use strict'; return getOwnPropertyDescriptor(arguments, 'callee'); })(),
   ];
-  const globalKeys = ownKeys(G);
-  for (let i = 0; i < globalKeys.length; i++) {
-    const k = globalKeys[i];
-    const v = G[k]; // the global object has data properties only
-    if (v === G) continue;
-    if (k === 'JSON' || k === 'Math' || k === 'Reflect' || k === 'console') harden(v);
-    else freezeOne(v);
-  }
-  for (let i = 0; i < hidden.length; i++) freezeOne(hidden[i]);
-  for (let i = 0; i < throwers.length; i++) {
-    const d = throwers[i];
-    if (d) {
-      freezeOne(d.get);
-      freezeOne(d.set);
+  // deepFreeze freezes everything reachable from its roots through own
+  // properties (values, getters, setters) and prototypes, skipping what an
+  // earlier call walked. A function's name and length are primitives and
+  // are not read.
+  const walked = new SetCtor();
+  function deepFreeze(roots) {
+    const queue = roots;
+    while (queue.length > 0) {
+      const o = queue.pop();
+      if (o === null || (typeof o !== 'object' && typeof o !== 'function') || o === G || apply(setHas, walked, [o])) continue;
+      apply(setAdd, walked, [o]);
+      apply(setAdd, frozen, [o]);
+      freeze(o);
+      queue.push(getPrototypeOf(o));
+      const fn = typeof o === 'function';
+      const keys = ownKeys(o);
+      for (let i = 0; i < keys.length; i++) {
+        const k = keys[i];
+        if (fn && (k === 'name' || k === 'length')) continue;
+        const d = getOwnPropertyDescriptor(o, k);
+        if ('value' in d) queue.push(d.value);
+        else {
+          queue.push(d.get);
+          queue.push(d.set);
+        }
+      }
     }
   }
+
+  const globalKeys = ownKeys(G);
+  if (deep) {
+    const roots = [url].concat(tamedValues);
+    for (let i = 0; i < globalKeys.length; i++) roots.push(G[globalKeys[i]]);
+    for (let i = 0; i < hidden.length; i++) roots.push(hidden[i]);
+    for (let i = 0; i < throwers.length; i++) {
+      if (throwers[i]) roots.push(throwers[i].get, throwers[i].set);
+    }
+    deepFreeze(roots);
+  } else {
+    for (let i = 0; i < globalKeys.length; i++) {
+      const k = globalKeys[i];
+      const v = G[k]; // the global object has data properties only
+      if (v === G) continue;
+      if (k === 'JSON' || k === 'Math' || k === 'Reflect' || k === 'console') harden(v);
+      else freezeOne(v);
+    }
+    for (let i = 0; i < hidden.length; i++) freezeOne(hidden[i]);
+    for (let i = 0; i < throwers.length; i++) {
+      const d = throwers[i];
+      if (d) {
+        freezeOne(d.get);
+        freezeOne(d.set);
+      }
+    }
+  }
+
+  // The global object stays extensible (code may create globals), but its
+  // own bindings — the built-ins above — can no longer be replaced or
+  // deleted: JSON = ..., delete globalThis.Object fail (silently in sloppy
+  // code, with a TypeError in strict code).
+  for (let i = 0; i < globalKeys.length; i++) {
+    const k = globalKeys[i];
+    const d = getOwnPropertyDescriptor(G, k);
+    if (d.configurable || d.writable) defineProperty(G, k, { writable: false, configurable: false });
+  }
+  const baseline = new SetCtor(globalKeys);
+  const baselineCount = globalKeys.length;
+  const globalProto = getPrototypeOf(G);
 
   // Errors that the Go side recognises by identity.
   const moduleErrors = new WeakSetCtor();
@@ -269,7 +355,8 @@
     });
   }
 
-  let sdk = null; // the errors module, once required
+  let sdk = null; // the errors module, once required in this run
+  let svcObject = null; // req.svc of a reused realm, made once
 
   // describeError turns a thrown value into JSON for the Go side.
   function describeError(e) {
@@ -341,13 +428,50 @@
     svcError: svcError,
     describeError: describeError,
     parse: parse,
-    makeReq: function (argsText, configText, hasSvc) {
-      const req = { args: parse(argsText), configuration: parse(configText) };
+    // makeReq builds req from args and configuration, which the host
+    // built from JSON text.
+    makeReq: function (args, configuration, hasSvc) {
+      const req = { args: args, configuration: configuration };
       if (hasSvc) {
-        req.svc = makeSvc();
+        // In a reused realm req.svc is one deep-frozen object: it holds no
+        // state (host.svcCall sends each call for the run under way).
+        if (!deep) req.svc = makeSvc();
+        else {
+          if (svcObject === null) {
+            svcObject = makeSvc();
+            deepFreeze([svcObject]);
+          }
+          req.svc = svcObject;
+        }
         req.bt = req.svc; // the name Basis Theory transforms use
       }
       return req;
+    },
+    // module runs the CommonJS wrapper of tenant code with a fresh module
+    // object and returns its exports.
+    module: function (wrapper, require, filename, dirname) {
+      const exports = {};
+      const module = { exports: exports, id: '.', filename: filename };
+      apply(wrapper, exports, [exports, require, module, filename, dirname]);
+      return module.exports;
+    },
+    // reset, after a run, deletes the globals the run created and reports
+    // whether the realm is as bootstrap left it: false when a global could
+    // not be deleted, the global object's prototype or extensibility was
+    // changed, or the realm has spent its Symbol.for budget. (Listing the
+    // global object's keys costs a few µs, more than anything else here;
+    // no cheaper complete test exists.)
+    reset: function () {
+      sdk = null;
+      let clean = !spent && isExtensible(G) && getPrototypeOf(G) === globalProto;
+      const keys = ownKeys(G);
+      if (keys.length === baselineCount) return clean; // the baseline cannot be deleted
+      if (keys.length > baselineCount + 10000) return false;
+      for (let i = 0; i < keys.length; i++) {
+        const k = keys[i];
+        if (!apply(setHas, baseline, [k]) && !deleteProperty(G, k)) clean = false;
+      }
+      return clean;
     },
     settle: function (v) {
       return apply(promiseResolve, PromiseCtor, [v]);

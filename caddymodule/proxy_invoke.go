@@ -58,6 +58,15 @@ type invocation struct {
 	dest *url.URL
 }
 
+// callerID is the id of the application whose key called the proxy, ""
+// without a key.
+func (inv *invocation) callerID() string {
+	if inv.principal == nil {
+		return ""
+	}
+	return inv.principal.Application.ID
+}
+
 // serve runs one invocation. suffix is the path after the proxy's
 // mount point ("" or starting with "/"); pinnedKey, when set, is the only
 // proxy this call may reach. Every failure before the destination answers

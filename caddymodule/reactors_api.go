@@ -143,6 +143,7 @@ func react(c *call) error {
 		Configuration: r.Configuration,
 		Svc:           newServiceClient(c.ctx(), c.store, c.principal.Tenant, r.ApplicationID(), "reactor", r.ID),
 		Meta:          map[string]string{"tenant_id": r.TenantID, "entity": "reactor", "entity_id": r.ID},
+		Realm:         transforms.RealmScope{Tenant: r.TenantID, Principal: r.ApplicationID() + "/" + c.principal.Application.ID},
 	})
 	if err != nil {
 		if te := (*transforms.Error)(nil); errors.As(err, &te) && te.Custom && res != nil {

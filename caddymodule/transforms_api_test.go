@@ -61,6 +61,43 @@ func TestProxyTransforms(t *testing.T) {
 	}
 }
 
+// TestProxyTransformRunsStartClean: runs of one proxy's transform share a
+// warm realm, yet a global or module-level value one run leaves behind is
+// never seen by the next, whoever calls.
+func TestProxyTransformRunsStartClean(t *testing.T) {
+	e, cardID := newProxyEnv(t, nil)
+	dest := newDestination(t)
+	r := e.do(tvRoleMgmt, http.MethodPost, "/proxies", map[string]any{
+		"name": "clean", "destination_url": dest.srv.URL,
+		"request_transform": map[string]any{"code": `let calls = 0;
+		module.exports = async function (req) {
+			calls++;
+			const left = { global: globalThis.leftover === undefined ? null : globalThis.leftover, calls };
+			globalThis.leftover = req.args.body.number;
+			return { body: left, headers: req.args.headers };
+		}`},
+	})
+	tvWantStatus(t, r, http.StatusCreated, "create proxy")
+	key := tvStr(r.body, "key")
+	e.keys["other caller"] = e.createApp(tvRoleMgmt, "other caller", []map[string]any{{
+		"priority": 1, "container": "/", "transform": "reveal", "permissions": []string{"token:use"},
+	}})
+	for i, role := range []string{"user", "user", "user", "other caller", "other caller"} {
+		body := `{"number":"{{ ` + cardID + ` | json: '$.number' }}"}`
+		r = e.do(role, http.MethodPost, "/proxy", body, "SVC-PROXY-KEY", key, "Content-Type", "application/json")
+		tvWantStatus(t, r, http.StatusCreated, fmt.Sprintf("call %d", i))
+	}
+	got := dest.received()
+	if len(got) != 5 {
+		t.Fatalf("the destination got %d requests, want 5", len(got))
+	}
+	for i, got := range got {
+		if got.body != `{"global":null,"calls":1}` {
+			t.Errorf("run %d saw what an earlier run left: %s", i, got.body)
+		}
+	}
+}
+
 // TestInboundProxyTokenizes: a proxy without require_auth whose request
 // transform tokenizes the card it receives; the destination gets only the
 // token id, which a private key reads back.

@@ -47,6 +47,9 @@ package main
 //	/proxy 1KB, 64KB, 1 or 5 refs    JSON of exactly 1024 or        reverse_proxy with the
 //	                                 65536 B, string members and    1-reference body of the
 //	                                 {{ <id> | json: '$.number' }}  same size (not detokenized)
+//	/proxy 1KB, 1 ref, transform     the 1 KB body, through a proxy  the same call through the
+//	                                 whose request transform hands   proxy without a transform
+//	                                 the request on unchanged
 //
 // For each concurrency, R rounds (3; quick: 2) each run every case once
 // for a fixed time (3 s; quick: 1 s), in a fixed order with each vault
@@ -66,9 +69,9 @@ package main
 //	            the rounds
 //	p50, p99    latency of successful requests over all rounds, from
 //	            sending the request to reading the whole response
-//	CPU µs/req  the Caddy process's utime+stime (from /proc/<pid>/stat,
-//	            100 ticks per second) over the runs, divided by every
-//	            response it gave in them
+//	CPU µs/req  the utime+stime of the Caddy process and its transform
+//	            workers (from /proc/<pid>/stat, 100 ticks per second) over
+//	            the runs, divided by every response it gave in them
 //	disk KB/req what the Caddy process wrote to storage over the runs
 //	            (write_bytes of /proc/<pid>/io: Badger and the access
 //	            logs), divided the same way
@@ -240,6 +243,8 @@ func TestLoad(t *testing.T) {
 		}
 	}
 	proxyID, proxyKey := createProxy(t, s, rt.Key, map[string]any{"name": "load destination", "destination_url": dest.url})
+	_, transformProxyKey := createProxy(t, s, rt.Key, map[string]any{"name": "load destination, transformed", "destination_url": dest.url,
+		"request_transform": map[string]any{"code": trivialTransform}})
 
 	// The write tenant: POST /tokens and /tokenize create here.
 	wt := s.createTenant("Load Writes")
@@ -274,6 +279,8 @@ func TestLoad(t *testing.T) {
 		return hdr("SVC-API-KEY", revealKey, "SVC-PROXY-KEY", proxyKey, "Content-Type", "application/json",
 			"X-Load-Path", path, "X-Load-Refs", strconv.Itoa(refs))
 	}
+	transformHdr := proxyHdr("vault", 1)
+	transformHdr.Set("SVC-PROXY-KEY", transformProxyKey)
 	urls := func(base, path string, ids ...string) []string {
 		if len(ids) == 0 {
 			return []string{base + path}
@@ -300,6 +307,7 @@ func TestLoad(t *testing.T) {
 	vMask := &loadCase{name: "vault GET /tokens/{id} mask", floor: fGet, method: http.MethodGet, urls: urls(base, "/tokens/", cardIDs...), header: hdr("SVC-API-KEY", maskKey)}
 	vList := &loadCase{name: "vault GET /tokens?size=20", floor: fList, method: http.MethodGet, urls: urls(base, "/tokens?size=20"), header: hdr("SVC-API-KEY", revealKey)}
 	vProxy1K1 := &loadCase{name: "vault /proxy 1KB 1 ref", floor: fProxy1K, method: http.MethodPost, urls: urls(base, "/proxy/v1/charges"), body: proxy1K1, header: proxyHdr("vault", 1)}
+	vProxyT := &loadCase{name: "vault /proxy 1KB transform", floor: vProxy1K1, method: http.MethodPost, urls: urls(base, "/proxy/v1/charges"), body: proxy1K1, header: transformHdr}
 	vProxy1K5 := &loadCase{name: "vault /proxy 1KB 5 refs", floor: fProxy1K, method: http.MethodPost, urls: urls(base, "/proxy/v1/charges"), body: proxy1K5, header: proxyHdr("vault", 5)}
 	vProxy64K1 := &loadCase{name: "vault /proxy 64KB 1 ref", floor: fProxy64K, method: http.MethodPost, urls: urls(base, "/proxy/v1/charges"), body: proxy64K1, header: proxyHdr("vault", 1)}
 	vProxy64K5 := &loadCase{name: "vault /proxy 64KB 5 refs", floor: fProxy64K, method: http.MethodPost, urls: urls(base, "/proxy/v1/charges"), body: proxy64K5, header: proxyHdr("vault", 5)}
@@ -308,7 +316,7 @@ func TestLoad(t *testing.T) {
 		fTokenize, vTokenize,
 		fGet, vReveal, vMask,
 		fList, vList,
-		fProxy1K, vProxy1K1, vProxy1K5,
+		fProxy1K, vProxy1K1, vProxyT, vProxy1K5,
 		fProxy64K, vProxy64K1, vProxy64K5,
 	})
 	profileDir := os.Getenv("TV_LOAD_PROFILE")
@@ -614,27 +622,61 @@ func loadOnce(client *http.Client, c *loadCase, i int) (int, []byte, error) {
 	return resp.StatusCode, body, err
 }
 
-// procCPUTicks is a process's utime+stime in clock ticks, all threads.
+// procCPUTicks is the CPU time of a process and its transform workers in
+// clock ticks, all threads.
 func procCPUTicks(pid int) int64 {
-	u, s := procTimes(pid)
+	u, s := treeTimes(pid)
 	return u + s
+}
+
+// treeTimes is the utime and stime of a process and its children — the
+// transform workers, live (their own counters) or ended (the parent's
+// cutime and cstime) — in clock ticks.
+func treeTimes(pid int) (utime, stime int64) {
+	f := procStat(pid)
+	if len(f) < 15 {
+		return 0, 0
+	}
+	for _, i := range []int{11, 13} { // fields 14 and 16: utime, cutime
+		n, _ := strconv.ParseInt(f[i], 10, 64)
+		utime += n
+	}
+	for _, i := range []int{12, 14} { // fields 15 and 17: stime, cstime
+		n, _ := strconv.ParseInt(f[i], 10, 64)
+		stime += n
+	}
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	for _, task := range tasks {
+		raw, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", pid, task.Name()))
+		for _, child := range strings.Fields(string(raw)) {
+			if c, err := strconv.Atoi(child); err == nil {
+				u, s := procTimes(c)
+				utime, stime = utime+u, stime+s
+			}
+		}
+	}
+	return utime, stime
 }
 
 // procTimes is a process's utime and stime in clock ticks, all threads.
 func procTimes(pid int) (utime, stime int64) {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, 0
-	}
-	// the command name is in parentheses and may hold spaces
-	rest := raw[bytes.LastIndexByte(raw, ')')+1:]
-	f := strings.Fields(string(rest))
+	f := procStat(pid)
 	if len(f) < 13 {
 		return 0, 0
 	}
 	utime, _ = strconv.ParseInt(f[11], 10, 64) // field 14
 	stime, _ = strconv.ParseInt(f[12], 10, 64) // field 15
 	return utime, stime
+}
+
+// procStat is /proc/<pid>/stat from its fourth field (state is f[0]).
+func procStat(pid int) []string {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil
+	}
+	// the command name is in parentheses and may hold spaces
+	return strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
 }
 
 // othersUserTicks is the user CPU time of every process but Caddy and
@@ -653,7 +695,7 @@ func othersUserTicks(caddyPid int) int64 {
 	}
 	user, _ := strconv.ParseInt(f[1], 10, 64)
 	nice, _ := strconv.ParseInt(f[2], 10, 64)
-	cu, _ := procTimes(caddyPid)
+	cu, _ := treeTimes(caddyPid)
 	su, _ := procTimes(os.Getpid())
 	return user + nice - cu - su
 }
@@ -959,6 +1001,10 @@ http://127.0.0.1:%d {
 `, port, accessLogBlock(logPath), destAddr)
 }
 
+// trivialTransform is the request transform of the transform case: it
+// hands the request on unchanged, so the case measures the cost of a run.
+const trivialTransform = `module.exports = async (req) => ({ body: req.args.body, headers: req.args.headers })`
+
 // loadDestination is the proxies' destination: it reads the body and
 // answers 200 with a small JSON body. A request marked X-Load-Path and
 // X-Load-Refs is checked: through the vault its body must carry that many
@@ -1043,9 +1089,8 @@ func selectCases(t *testing.T, pattern string, all []*loadCase) []*loadCase {
 	keep := map[*loadCase]bool{}
 	for _, c := range all {
 		if re.MatchString(c.name) {
-			keep[c] = true
-			if c.floor != nil {
-				keep[c.floor] = true
+			for f := c; f != nil; f = f.floor { // a floor may have its own
+				keep[f] = true
 			}
 		}
 	}

@@ -33,7 +33,9 @@
 // (protocol.go). Frames are JSON, except the job and result frames of
 // every run, whose payloads (JSON text already) cross in a binary frame,
 // neither escaped nor scanned on the way; the parent checks a result like
-// any output of a worker. A worker runs one job at a time; concurrent runs start
+// any output of a worker. A worker runs with one P (GOMAXPROCS 1) and
+// reads and writes its pipes through the runtime's poller: every OS
+// context switch saved on a round trip is CPU the server gets back. A worker runs one job at a time; concurrent runs start
 // more workers up to MaxWorkers, then wait up to QueueTimeout (KindBusy).
 // A worker that dies, exceeds its memory or misses its deadline is killed
 // and replaced; only its own run fails, with a Kind that says why. Workers

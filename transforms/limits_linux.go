@@ -47,6 +47,30 @@ func setProcessLimits(extra int64) (addressSpace uint64, err error) {
 	return limit, nil
 }
 
+// pollable returns a non-blocking duplicate of f that the Go runtime's
+// poller serves, or f itself when that cannot be made. A worker's stdin
+// and stdout are pipes that exec hands over in blocking mode, and a read
+// of a blocking descriptor parks an OS thread in the kernel while the
+// runtime hands its P to another thread. The duplicate shares the pipe
+// (and its O_NONBLOCK flag) with the original, which nothing else in a
+// worker may use.
+func pollable(f *os.File) *os.File {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return f
+	}
+	nfd, derr := -1, error(nil)
+	if err := rc.Control(func(fd uintptr) { nfd, derr = syscall.Dup(int(fd)) }); err != nil || derr != nil {
+		return f
+	}
+	syscall.CloseOnExec(nfd)
+	if err := syscall.SetNonblock(nfd, true); err != nil {
+		_ = syscall.Close(nfd)
+		return f
+	}
+	return os.NewFile(uintptr(nfd), f.Name())
+}
+
 // virtualSize reads VmSize from /proc/self/status, in bytes.
 func virtualSize() (uint64, error) {
 	f, err := os.Open("/proc/self/status")

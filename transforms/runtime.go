@@ -75,7 +75,7 @@ type runtimeConfig struct {
 type helpers struct {
 	harden, moduleError, svcError, describeError, parse goja.Callable
 	makeReq, settle, stringify, loadBuiltin             goja.Callable
-	module, reset                                       goja.Callable
+	module, reset, deepen                               goja.Callable
 }
 
 // jobRuntime is one goja.Runtime (a realm). A shallow one serves one run
@@ -179,7 +179,7 @@ func newJobRuntime(cfg *runtimeConfig, id uint64, emit func(*frame) error, modul
 		"harden": &rt.helpers.harden, "moduleError": &rt.helpers.moduleError, "svcError": &rt.helpers.svcError,
 		"describeError": &rt.helpers.describeError, "parse": &rt.helpers.parse, "makeReq": &rt.helpers.makeReq,
 		"settle": &rt.helpers.settle, "stringify": &rt.helpers.stringify, "loadBuiltin": &rt.helpers.loadBuiltin,
-		"module": &rt.helpers.module, "reset": &rt.helpers.reset,
+		"module": &rt.helpers.module, "reset": &rt.helpers.reset, "deepen": &rt.helpers.deepen,
 	} {
 		fn, ok := goja.AssertFunction(h.Get(name))
 		if !ok {
@@ -270,6 +270,27 @@ type jobSignals struct {
 	reason  func() string   // why stop was closed: "timeout" or "cancel"
 	gone    <-chan struct{} // closed when the parent is gone
 	timeout time.Duration
+}
+
+// deepen makes a realm set up for one run fit for reuse, as if it had
+// been set up deep. Call it before the realm's first run only.
+func (rt *jobRuntime) deepen() (err error) {
+	if rt.deep {
+		return nil
+	}
+	defer func() {
+		if x := recover(); x != nil {
+			err = fmt.Errorf("transforms: deepen: %v", x)
+		}
+	}()
+	if rt.runs > 0 {
+		return errors.New("transforms: a realm that has run code cannot be deepened")
+	}
+	if _, err := rt.helpers.deepen(goja.Undefined()); err != nil {
+		return err
+	}
+	rt.deep = true
+	return nil
 }
 
 // startRun readies the realm for run id: per-run counters and the

@@ -77,9 +77,12 @@ type workerState struct {
 	// spare is a runtime set up in advance, between runs, so that setting
 	// up a fresh realm (a few ms) is off the path of the next request. It
 	// is set up for reuse (deep, which costs about three times as much)
-	// unless the last spareShallowAfter jobs all had no realm scope.
-	spare    *jobRuntime
-	unscoped int // jobs without a realm scope since the last with one
+	// once the worker has seen a job with a realm scope, unless the last
+	// spareShallowAfter jobs all had none. A job with a scope that finds
+	// a shallow spare deepens it.
+	spare     *jobRuntime
+	sawScoped bool
+	unscoped  int // jobs without a realm scope since the last with one
 	// realms are the warm realms, by key; a realm is in it only between
 	// runs that ended cleanly.
 	realms     *lru[realmKey, *jobRuntime]
@@ -186,7 +189,7 @@ func (w *workerState) prepare() {
 		return
 	}
 	emit := func(fr *frame) error { return w.out.write(fr) }
-	if rt, err := newJobRuntime(&w.rcfg, 0, emit, w.modules, w.unscoped < spareShallowAfter); err == nil {
+	if rt, err := newJobRuntime(&w.rcfg, 0, emit, w.modules, w.sawScoped && w.unscoped < spareShallowAfter); err == nil {
 		w.spare = rt
 	}
 }
@@ -336,7 +339,7 @@ func (w *workerState) runJob(f *frame) *frame {
 	var newRT *jobRuntime
 	hit := false
 	if keyed {
-		w.unscoped = 0
+		w.sawScoped, w.unscoped = true, 0
 		newRT, hit = w.realms.get(key)
 	} else {
 		w.unscoped++
@@ -345,6 +348,9 @@ func (w *workerState) runJob(f *frame) *frame {
 		w.prepare()
 		newRT = w.spare
 		w.spare = nil
+		if keyed && newRT != nil && newRT.deepen() != nil {
+			newRT = nil
+		}
 	}
 	if newRT == nil {
 		res.Err = &errFrame{Kind: KindCrash, Message: "the runtime could not be set up", Retire: true}

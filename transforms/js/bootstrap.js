@@ -4,7 +4,7 @@
 // object's bindings, and returns the helpers the Go side uses. Everything
 // it captures is captured before tenant code can touch it.
 //
-// With deep set, the realm is meant to serve many runs (of one tenant,
+// With deep set (or after deepen), the realm is meant to serve many runs (of one tenant,
 // principal and code): every object reachable from the global object is
 // frozen, method functions included, so that no run can leave anything
 // behind in an intrinsic; reset, called after each run, removes what a
@@ -280,7 +280,10 @@
   }
 
   const globalKeys = ownKeys(G);
-  if (deep) {
+  // freezeAll freezes every intrinsic deep: what a realm that serves many
+  // runs needs. A realm set up without it (for one run) can still be
+  // deepened before its first run (deepen below).
+  function freezeAll() {
     const roots = [url].concat(tamedValues);
     for (let i = 0; i < globalKeys.length; i++) roots.push(G[globalKeys[i]]);
     for (let i = 0; i < hidden.length; i++) roots.push(hidden[i]);
@@ -288,6 +291,9 @@
       if (throwers[i]) roots.push(throwers[i].get, throwers[i].set);
     }
     deepFreeze(roots);
+  }
+  if (deep) {
+    freezeAll();
   } else {
     for (let i = 0; i < globalKeys.length; i++) {
       const k = globalKeys[i];
@@ -446,6 +452,14 @@
         req.bt = req.svc; // the name Basis Theory transforms use
       }
       return req;
+    },
+    // deepen freezes a realm set up for one run deep, so that it can serve
+    // many: the host calls it before the realm's first run, never after.
+    deepen: function () {
+      if (!deep) {
+        freezeAll();
+        deep = true;
+      }
     },
     // module runs the CommonJS wrapper of tenant code with a fresh module
     // object and returns its exports.

@@ -53,7 +53,9 @@ package main
 //
 // For each concurrency, R rounds (3; quick: 2) each run every case once
 // for a fixed time (3 s; quick: 1 s), in a fixed order with each vault
-// case right after its floor. Token creates go to a tenant of their own,
+// case right after its floor; after each run it waits (up to 30 s) for
+// Caddy to go idle, so that the flushes and compactions a write case sets
+// off are not charged to the next case. Token creates go to a tenant of their own,
 // so the reads, the page of 20 and the proxy always see the same 25
 // tokens (listing a tenant's tokens scans all of them: see the note at
 // the end of the output).
@@ -134,6 +136,7 @@ const (
 	quickRunTime     = 1 * time.Second
 	quickRounds      = 2
 	loadPause        = 200 * time.Millisecond // between two runs
+	loadQuietMax     = 30 * time.Second       // the longest wait for Caddy to go idle after a run
 	loadReqTimeout   = 30 * time.Second       // one request under load
 	perRunOverhead   = 400 * time.Millisecond // warm-up, CPU reads, pause: for the estimate
 	clockTicksPerSec = 100                    // sysconf(_SC_CLK_TCK) on Linux
@@ -414,6 +417,7 @@ func TestLoad(t *testing.T) {
 				progress("  c=%-2d round %d/%d  %-30s %8.0f req/s  p50 %7.2f ms  p99 %7.2f ms  disk %7.1f KB/req%s\n",
 					conc, r, rounds, c.name, res.rate(), ms(p50), ms(p99), float64(res.diskBytes)/1024/float64(max(1, res.ok+res.failed)), flag)
 				time.Sleep(loadPause)
+				waitQuiet(pid)
 			}
 		}
 
@@ -1074,6 +1078,27 @@ func (d *loadDestination) failed() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.bad
+}
+
+// waitQuiet waits, at most loadQuietMax, until Caddy has been idle for
+// a while: under 5% of a CPU and no thread waiting on the disk. The
+// write cases leave Badger flushing and compacting tables for seconds
+// after they stop; without the wait that work lands in whatever case runs
+// next, floors included.
+func waitQuiet(pid int) {
+	began := time.Now()
+	for time.Since(began) < loadQuietMax {
+		cpu0, t0 := procCPUTicks(pid), time.Now()
+		diskWait := false
+		for time.Since(t0) < 300*time.Millisecond {
+			time.Sleep(50 * time.Millisecond)
+			diskWait = diskWait || waitingOnDisk(pid)
+		}
+		busy := float64(procCPUTicks(pid)-cpu0) / clockTicksPerSec / time.Since(t0).Seconds()
+		if busy < 0.05 && !diskWait {
+			return
+		}
+	}
 }
 
 // selectCases keeps the cases whose names match pattern, and the floors

@@ -2,10 +2,12 @@ package vaultstore
 
 import (
 	"bytes"
+	"cmp"
 	"context"
-	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tokenvault/tokenvault/internal/bounded"
 )
 
 // principalCache remembers the principal each API key resolved to, by the
@@ -22,10 +24,7 @@ import (
 // has returned always sees it.
 type principalCache struct {
 	generation atomic.Uint64
-
-	mu      sync.RWMutex
-	max     int
-	entries map[string]principalEntry
+	entries    *bounded.Map[principalEntry]
 }
 
 type principalEntry struct {
@@ -34,18 +33,13 @@ type principalEntry struct {
 }
 
 func newPrincipalCache(max int) *principalCache {
-	if max <= 0 {
-		max = DefaultRecordCacheEntries
-	}
-	return &principalCache{max: max, entries: make(map[string]principalEntry)}
+	return &principalCache{entries: bounded.New[principalEntry](cmp.Or(max, DefaultRecordCacheEntries))}
 }
 
 // lookup returns a copy of the principal cached for digest, if it is
 // current.
 func (c *principalCache) lookup(digest string) (*Principal, bool) {
-	c.mu.RLock()
-	e, ok := c.entries[digest]
-	c.mu.RUnlock()
+	e, ok := c.entries.Get(digest)
 	if !ok || e.generation != c.generation.Load() {
 		return nil, false
 	}
@@ -55,15 +49,7 @@ func (c *principalCache) lookup(digest string) (*Principal, bool) {
 
 // remember caches p for digest as read at generation.
 func (c *principalCache) remember(digest string, generation uint64, p *Principal) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.entries[digest]; !ok && len(c.entries) >= c.max {
-		for k := range c.entries {
-			delete(c.entries, k)
-			break
-		}
-	}
-	c.entries[digest] = principalEntry{principal: *p, generation: generation}
+	c.entries.Put(digest, principalEntry{principal: *p, generation: generation})
 }
 
 // invalidate makes every cached principal stale.

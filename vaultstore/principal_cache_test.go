@@ -175,10 +175,7 @@ func TestRecordCacheBoundedAndNeverStale(t *testing.T) {
 	if n := s.records.len(); n > 3 {
 		t.Errorf("record cache holds %d entries, want at most 3", n)
 	}
-	s.principals.mu.RLock()
-	n := len(s.principals.entries)
-	s.principals.mu.RUnlock()
-	if n > 3 {
+	if n := s.principals.entries.Len(); n > 3 {
 		t.Errorf("principal cache holds %d entries, want at most 3", n)
 	}
 

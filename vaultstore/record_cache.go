@@ -2,8 +2,10 @@ package vaultstore
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
-	"sync"
+
+	"github.com/tokenvault/tokenvault/internal/bounded"
 )
 
 // DefaultRecordCacheEntries bounds the decoded-record cache when
@@ -25,9 +27,7 @@ const DefaultRecordCacheEntries = 10_000
 // Cached values are shared between requests and must not be modified; the
 // few callers that change a record copy it first (Tenant.clone).
 type recordCache struct {
-	mu      sync.RWMutex
-	max     int
-	entries map[string]cachedRecord
+	entries *bounded.Map[cachedRecord]
 }
 
 type cachedRecord struct {
@@ -36,69 +36,43 @@ type cachedRecord struct {
 }
 
 func newRecordCache(max int) *recordCache {
-	if max <= 0 {
-		max = DefaultRecordCacheEntries
-	}
-	return &recordCache{max: max, entries: make(map[string]cachedRecord)}
+	return &recordCache{entries: bounded.New[cachedRecord](cmp.Or(max, DefaultRecordCacheEntries))}
 }
 
 // lookup returns the value decoded from stored under key, if it is cached.
 func (c *recordCache) lookup(key, stored []byte) (any, bool) {
-	c.mu.RLock()
-	e, ok := c.entries[string(key)]
-	c.mu.RUnlock()
+	e, ok := c.entries.Get(string(key))
 	if !ok || !bytes.Equal(e.stored, stored) {
 		return nil, false
 	}
 	return e.value, true
 }
 
-// remember caches value as the decoded form of stored under key. A full
-// cache drops an arbitrary entry (Go's map order) to make room.
+// remember caches value as the decoded form of stored under key.
 func (c *recordCache) remember(key, stored []byte, value any) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.entries[string(key)]; !ok && len(c.entries) >= c.max {
-		for k := range c.entries {
-			delete(c.entries, k)
-			break
-		}
-	}
-	c.entries[string(key)] = cachedRecord{stored: stored, value: value}
+	c.entries.Put(string(key), cachedRecord{stored: stored, value: value})
 }
 
 // len reports the number of cached records.
-func (c *recordCache) len() int {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return len(c.entries)
-}
+func (c *recordCache) len() int { return c.entries.Len() }
 
 // openCached reads the sealed record at key and returns its decoded value,
 // from the cache when the stored bytes have not changed. The result is
 // shared: callers must not modify it.
 func openCached[T any](s *Store, r Reader, tk *tenantKeys, kind, tenantID, id string, key []byte) (*T, error) {
-	raw, err := r.Get(key)
-	if err != nil {
-		return nil, err
-	}
-	if v, ok := s.records.lookup(key, raw); ok {
-		if t, ok := v.(*T); ok {
-			return t, nil
-		}
-	}
-	v := new(T)
-	if err := tk.openRecord(kind, tenantID, id, raw, v); err != nil {
-		return nil, err
-	}
-	s.records.remember(key, raw, v)
-	return v, nil
+	return readCached(s, r, key, func(raw []byte, v *T) error { return tk.openRecord(kind, tenantID, id, raw, v) })
 }
 
 // decodeCached reads the plain JSON record at key (an index entry holding
 // no secret) and returns its decoded value, from the cache when the stored
 // bytes have not changed. The result is shared: callers must not modify it.
 func decodeCached[T any](s *Store, r Reader, key []byte) (*T, error) {
+	return readCached(s, r, key, func(raw []byte, v *T) error { return json.Unmarshal(raw, v) })
+}
+
+// readCached reads the record at key and returns it decoded by decode,
+// from the cache when the stored bytes have not changed.
+func readCached[T any](s *Store, r Reader, key []byte, decode func(raw []byte, v *T) error) (*T, error) {
 	raw, err := r.Get(key)
 	if err != nil {
 		return nil, err
@@ -109,7 +83,7 @@ func decodeCached[T any](s *Store, r Reader, key []byte) (*T, error) {
 		}
 	}
 	v := new(T)
-	if err := json.Unmarshal(raw, v); err != nil {
+	if err := decode(raw, v); err != nil {
 		return nil, err
 	}
 	s.records.remember(key, raw, v)

@@ -40,6 +40,8 @@ import (
 	"github.com/osteele/liquid/render"
 	"github.com/osteele/liquid/tags"
 	"github.com/osteele/liquid/values"
+
+	"github.com/tokenvault/tokenvault/internal/bounded"
 )
 
 const (
@@ -85,7 +87,7 @@ type Expression struct {
 var (
 	cfg     render.Config
 	exprCfg expressions.Config
-	cache   = newBoundedCache[*Expression](cacheSize)
+	cache   = bounded.New[*Expression](cacheSize)
 	// knownFilters caches filter names found registered (positive results
 	// only, so it is bounded by the number of registered filters).
 	knownFilters sync.Map
@@ -114,7 +116,7 @@ func IsExpression(s string) bool {
 // Compile parses src once. Compiled expressions are cached by source text in
 // a bounded cache, so compiling the same source again is cheap.
 func Compile(src string) (*Expression, error) {
-	if e, ok := cache.get(src); ok {
+	if e, ok := cache.Get(src); ok {
 		return e, nil
 	}
 	e, err := compile(src)
@@ -122,7 +124,7 @@ func Compile(src string) (*Expression, error) {
 		return nil, err
 	}
 	if len(src) <= maxCachedSource {
-		cache.put(src, e)
+		cache.Put(src, e)
 	}
 	return e, nil
 }
@@ -613,41 +615,4 @@ func floatNumber(f float64) (any, error) {
 		return nil, errorf("expression result is not a finite number")
 	}
 	return json.Number(formatFloat(f)), nil
-}
-
-// boundedCache is a concurrency-safe map holding at most max entries; when
-// full, an arbitrary entry is evicted.
-type boundedCache[V any] struct {
-	mu  sync.RWMutex
-	max int
-	m   map[string]V
-}
-
-func newBoundedCache[V any](max int) *boundedCache[V] {
-	return &boundedCache[V]{max: max, m: make(map[string]V, max)}
-}
-
-func (c *boundedCache[V]) get(k string) (V, bool) {
-	c.mu.RLock()
-	v, ok := c.m[k]
-	c.mu.RUnlock()
-	return v, ok
-}
-
-func (c *boundedCache[V]) put(k string, v V) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.m[k]; !ok && len(c.m) >= c.max {
-		for old := range c.m {
-			delete(c.m, old)
-			break
-		}
-	}
-	c.m[k] = v
-}
-
-func (c *boundedCache[V]) len() int {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return len(c.m)
 }

@@ -435,14 +435,14 @@ func TestCompileCache(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := cache.len(); n > cacheSize {
+	if n := cache.Len(); n > cacheSize {
 		t.Fatalf("cache grew to %d entries", n)
 	}
 	long := "{{ data }}" + strings.Repeat(" ", maxCachedSource)
 	if _, err := Compile(long); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := cache.get(long); ok {
+	if _, ok := cache.Get(long); ok {
 		t.Fatal("oversized source cached")
 	}
 }

@@ -24,6 +24,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/tokenvault/tokenvault/internal/bounded"
 )
 
 const (
@@ -33,7 +35,7 @@ const (
 	maxDescend     = 512
 )
 
-var pathCache = newBoundedCache[*jsonPath](256)
+var pathCache = bounded.New[*jsonPath](256)
 
 type jsonPath struct{ segs []jpSegment }
 
@@ -64,7 +66,7 @@ type jpSelector struct {
 // compileJSONPath parses a path, using a small bounded cache. Errors never
 // quote the path (it may come from bound data).
 func compileJSONPath(s string) (*jsonPath, error) {
-	if p, ok := pathCache.get(s); ok {
+	if p, ok := pathCache.Get(s); ok {
 		return p, nil
 	}
 	if len(s) > maxPathLength {
@@ -75,7 +77,7 @@ func compileJSONPath(s string) (*jsonPath, error) {
 	if err != nil {
 		return nil, err
 	}
-	pathCache.put(s, p)
+	pathCache.Put(s, p)
 	return p, nil
 }
 

@@ -89,37 +89,34 @@ func auditTokenIDs(ids []string) []string {
 }
 
 // recordAccess writes the audit record of a read or a detokenization and
-// marks the tokens used active this month, in one transaction, before
-// the caller gets any data.
+// marks the tokens used active this month, in one transaction shared with
+// other readers' records (auditBatcher), before the caller gets any data.
+// The tenant is the caller's, read when it authenticated: a read needs no
+// conflict with a tenant change, only the tenant's keys and retention.
 func (s *Store) recordAccess(ctx context.Context, t *Tenant, markIDs []string, audit *AuditRecord) error {
-	tenantID := t.ID
 	if audit == nil {
-		return s.markActiveIDs(ctx, tenantID, markIDs)
+		return s.markActiveIDs(ctx, t.ID, markIDs)
 	}
-	if len(markIDs) == 0 {
-		if tk := s.keys.cached(tenantID); tk != nil {
-			return s.writeAuditAlone(ctx, tk, t, audit)
-		}
-	}
-	return s.kv.Update(ctx, func(w Writer) error {
-		// the tenant is the caller's, read when it authenticated: reads
-		// need no conflict with a tenant change, only its keys and
-		// retention
-		tk, err := s.tenantKeysFor(w, tenantID)
-		if err != nil {
+	tk := s.keys.cached(t.ID)
+	if tk == nil {
+		if err := s.kv.View(ctx, func(r Reader) (err error) {
+			tk, err = s.tenantKeysFor(r, t.ID)
+			return err
+		}); err != nil {
 			return err
 		}
-		rec := *audit
-		if err := s.writeAudit(w, tk, t, &rec); err != nil {
-			return err
-		}
-		for _, id := range markIDs {
-			if err := s.markActive(w, tenantID, id); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	}
+	rec := *audit
+	sealed, err := s.sealAudit(tk, t, &rec)
+	if err != nil {
+		return err
+	}
+	puts := []*pendingPut{sealed}
+	now := s.now()
+	for _, id := range markIDs { // rewriting a marker that exists is harmless
+		puts = append(puts, &pendingPut{key: activeTokenKey(t.ID, now, id), ttl: activeMarkerTTL})
+	}
+	return s.audits.write(ctx, puts)
 }
 
 // writeAudit stamps rec and writes it in w, sealed, to expire after the
@@ -132,13 +129,14 @@ func (s *Store) writeAudit(w Writer, tk *tenantKeys, t *Tenant, rec *AuditRecord
 	return e.put(w)
 }
 
-// sealedAudit is an audit record ready to be written.
-type sealedAudit struct {
+// pendingPut is an entry ready to be written with an audit record: the
+// sealed record itself, or an activity marker it covers.
+type pendingPut struct {
 	key, value []byte
 	ttl        time.Duration
 }
 
-func (e *sealedAudit) put(w Writer) error {
+func (e *pendingPut) put(w Writer) error {
 	if err := w.Put(e.key, e.value, e.ttl); err != nil {
 		return fmt.Errorf("%w: %w", ErrAuditUnavailable, err)
 	}
@@ -147,7 +145,7 @@ func (e *sealedAudit) put(w Writer) error {
 
 // sealAudit stamps rec and seals it under its key, to expire after the
 // tenant's log retention.
-func (s *Store) sealAudit(tk *tenantKeys, t *Tenant, rec *AuditRecord) (*sealedAudit, error) {
+func (s *Store) sealAudit(tk *tenantKeys, t *Tenant, rec *AuditRecord) (*pendingPut, error) {
 	now := s.now()
 	rec.ID, rec.TenantID, rec.CreatedAt = uuid.NewString(), t.ID, stamp(now)
 	rec.EntityID, rec.TokenIDs = auditTokenID(rec.EntityID), auditTokenIDs(rec.TokenIDs)
@@ -160,7 +158,7 @@ func (s *Store) sealAudit(tk *tenantKeys, t *Tenant, rec *AuditRecord) (*sealedA
 	if retention <= 0 {
 		retention = time.Duration(DefaultQuotas.LogRetentionSeconds) * time.Second
 	}
-	return &sealedAudit{key: auditKey(t.ID, slot), value: sealed, ttl: retention}, nil
+	return &pendingPut{key: auditKey(t.ID, slot), value: sealed, ttl: retention}, nil
 }
 
 // AuditFilter selects audit records; zero fields select everything.

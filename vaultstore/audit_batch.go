@@ -12,8 +12,8 @@ const maxAuditBatch = 256
 // errStoreClosed answers audit writes that arrive while the store closes.
 var errStoreClosed = errors.New("the store is closing")
 
-// auditBatcher writes the audit records of reads and detokenizations —
-// the records written alone, without any other change — in shared
+// auditBatcher writes the audit records of reads and detokenizations,
+// with the activity markers of the tokens they used, in shared
 // transactions: one goroutine takes every record waiting, writes them in
 // one transaction, waits for the sync that makes them durable (group
 // commit, as for every write), and only then answers each caller. While a
@@ -30,7 +30,7 @@ type auditBatcher struct {
 }
 
 type auditWrite struct {
-	rec  *sealedAudit
+	puts []*pendingPut // one access: its audit record and activity markers
 	done chan error
 }
 
@@ -38,19 +38,9 @@ func newAuditBatcher(kv KV, stop <-chan struct{}) *auditBatcher {
 	return &auditBatcher{kv: kv, reqs: make(chan *auditWrite, maxAuditBatch), stop: stop}
 }
 
-// writeAuditAlone seals audit and returns once it is durably stored.
-func (s *Store) writeAuditAlone(ctx context.Context, tk *tenantKeys, t *Tenant, audit *AuditRecord) error {
-	rec := *audit
-	sealed, err := s.sealAudit(tk, t, &rec)
-	if err != nil {
-		return err
-	}
-	return s.audits.write(ctx, sealed)
-}
-
-// write queues rec and waits until the batch holding it is durable.
-func (b *auditBatcher) write(ctx context.Context, rec *sealedAudit) error {
-	w := &auditWrite{rec: rec, done: make(chan error, 1)}
+// write queues puts and waits until the batch holding them is durable.
+func (b *auditBatcher) write(ctx context.Context, puts []*pendingPut) error {
+	w := &auditWrite{puts: puts, done: make(chan error, 1)}
 	select {
 	case b.reqs <- w:
 	case <-b.stop:
@@ -90,8 +80,10 @@ func (b *auditBatcher) run() {
 		}
 		err := b.kv.Update(context.Background(), func(tx Writer) error {
 			for _, w := range batch {
-				if err := w.rec.put(tx); err != nil {
-					return err
+				for _, p := range w.puts {
+					if err := p.put(tx); err != nil {
+						return err
+					}
 				}
 			}
 			return nil

@@ -34,8 +34,8 @@ func newBatchWorld(t *testing.T) (*twWorld, *countingKV, string) {
 	s := openTestStore(t, Options{Dir: dir, Now: clock.Now, SyncWrites: true, WrapKV: func(inner KV) KV { kv.KV = inner; return kv }})
 	w := newTWWorldOn(t, s, clock, dir, nil)
 	tok := w.mustCreate("admin", TokenInput{Type: "card", Data: twCard(twVisa, twCVC)})
-	// the first read marks the token active this month, in its own
-	// transaction; the reads below write only their audit records
+	// the first read also marks the token active this month; the reads
+	// below write only their audit records
 	if _, err := w.s.GetToken(w.ctx, w.req("admin"), tok.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestAuditBatcherAnswersAfterClose(t *testing.T) {
 		done <- err
 	}()
 	go func() { // straight to the batcher, past the closed engine's reads
-		done <- w.s.audits.write(context.Background(), &sealedAudit{key: auditKey(w.tenant.ID, "x"), value: []byte("v")})
+		done <- w.s.audits.write(context.Background(), []*pendingPut{{key: auditKey(w.tenant.ID, "x"), value: []byte("v")}})
 	}()
 	for range 2 {
 		select {

@@ -93,7 +93,9 @@ func auditTokenIDs(ids []string) []string {
 // other readers' records (auditBatcher), before the caller gets any data.
 // The tenant is the caller's, read when it authenticated: a read needs no
 // conflict with a tenant change, only the tenant's keys and retention.
-func (s *Store) recordAccess(ctx context.Context, t *Tenant, markIDs []string, audit *AuditRecord) error {
+// exp is the read's announcement (auditBatcher.expect); queueing the
+// record ends it.
+func (s *Store) recordAccess(ctx context.Context, exp *auditExpectation, t *Tenant, markIDs []string, audit *AuditRecord) error {
 	if audit == nil {
 		return s.markActiveIDs(ctx, t.ID, markIDs)
 	}
@@ -116,7 +118,7 @@ func (s *Store) recordAccess(ctx context.Context, t *Tenant, markIDs []string, a
 	for _, id := range markIDs { // rewriting a marker that exists is harmless
 		puts = append(puts, &pendingPut{key: activeTokenKey(t.ID, now, id), ttl: activeMarkerTTL})
 	}
-	return s.audits.write(ctx, puts)
+	return s.audits.write(ctx, exp, puts)
 }
 
 // writeAudit stamps rec and writes it in w, sealed, to expire after the

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
+	"time"
 )
 
 // maxAuditBatch bounds the records one batch transaction writes.
@@ -23,10 +25,45 @@ var errStoreClosed = errors.New("the store is closing")
 // Nothing changes for the caller: its record is durable before it gets
 // an answer, and if the batch fails every caller in it gets the error, so
 // no read returns data its record does not cover (fail closed).
+//
+// A read announces itself (expect) before it reads, and while announced
+// reads have not yet queued their records a batch lingers for them (at
+// most linger), as a sync does for running transactions (groupSync).
 type auditBatcher struct {
-	kv   KV
-	reqs chan *auditWrite
-	stop <-chan struct{}
+	kv       KV
+	reqs     chan *auditWrite
+	stop     <-chan struct{}
+	linger   time.Duration
+	expected atomic.Int64  // announced reads that have not queued a record
+	wake     chan struct{} // a read ended without a record: stop lingering
+}
+
+// auditExpectation is one announced read; see auditBatcher.expect.
+type auditExpectation struct {
+	b    *auditBatcher
+	open bool
+}
+
+// expect announces a read that is about to write an access record. Call
+// done once the read is over; write ends the announcement when it queues
+// the record.
+func (b *auditBatcher) expect() *auditExpectation {
+	b.expected.Add(1)
+	return &auditExpectation{b: b, open: true}
+}
+
+// done ends the announcement if write has not.
+func (e *auditExpectation) done() {
+	if !e.open {
+		return
+	}
+	e.open = false
+	if e.b.expected.Add(-1) == 0 {
+		select { // a lingering batch waits for nothing more
+		case e.b.wake <- struct{}{}:
+		default:
+		}
+	}
 }
 
 type auditWrite struct {
@@ -34,13 +71,19 @@ type auditWrite struct {
 	done chan error
 }
 
-func newAuditBatcher(kv KV, stop <-chan struct{}) *auditBatcher {
-	return &auditBatcher{kv: kv, reqs: make(chan *auditWrite, maxAuditBatch), stop: stop}
+func newAuditBatcher(kv KV, stop <-chan struct{}, linger time.Duration) *auditBatcher {
+	return &auditBatcher{kv: kv, reqs: make(chan *auditWrite, maxAuditBatch), stop: stop, linger: linger,
+		wake: make(chan struct{}, 1)}
 }
 
-// write queues puts and waits until the batch holding them is durable.
-func (b *auditBatcher) write(ctx context.Context, puts []*pendingPut) error {
+// write queues puts, for the read exp announced, and waits until the
+// batch holding them is durable.
+func (b *auditBatcher) write(ctx context.Context, exp *auditExpectation, puts []*pendingPut) error {
 	w := &auditWrite{puts: puts, done: make(chan error, 1)}
+	if exp != nil && exp.open { // before the send: a lingering batch that takes w must not wait for it
+		exp.open = false
+		b.expected.Add(-1)
+	}
 	select {
 	case b.reqs <- w:
 	case <-b.stop:
@@ -61,6 +104,8 @@ func (b *auditBatcher) write(ctx context.Context, puts []*pendingPut) error {
 // run writes batches until stop is closed, then fails what is left.
 func (b *auditBatcher) run() {
 	batch := make([]*auditWrite, 0, maxAuditBatch)
+	timer := time.NewTimer(0)
+	<-timer.C
 	for {
 		select {
 		case <-b.stop:
@@ -77,6 +122,22 @@ func (b *auditBatcher) run() {
 			default:
 				break gather
 			}
+		}
+		if b.linger > 0 && b.expected.Load() > 0 && len(batch) < maxAuditBatch {
+			timer.Reset(b.linger)
+		linger:
+			for len(batch) < maxAuditBatch && b.expected.Load() > 0 {
+				select {
+				case w := <-b.reqs:
+					batch = append(batch, w)
+				case <-timer.C:
+					break linger
+				case <-b.wake: // the loop condition decides
+				case <-b.stop:
+					break linger // the batch is written; what follows is failed
+				}
+			}
+			timer.Stop()
 		}
 		err := b.kv.Update(context.Background(), func(tx Writer) error {
 			for _, w := range batch {

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
 )
 
 // countingKV counts write transactions and can fail them.
@@ -118,7 +120,7 @@ func TestAuditBatcherAnswersAfterClose(t *testing.T) {
 		done <- err
 	}()
 	go func() { // straight to the batcher, past the closed engine's reads
-		done <- w.s.audits.write(context.Background(), []*pendingPut{{key: auditKey(w.tenant.ID, "x"), value: []byte("v")}})
+		done <- w.s.audits.write(context.Background(), nil, []*pendingPut{{key: auditKey(w.tenant.ID, "x"), value: []byte("v")}})
 	}()
 	for range 2 {
 		select {
@@ -129,5 +131,93 @@ func TestAuditBatcherAnswersAfterClose(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatal("an audited read on a closed store did not return")
 		}
+	}
+}
+
+// newLingeringBatcher runs a batcher over a fresh engine that lingers an
+// hour for announced reads, so a test hangs (and fails) where it would
+// wait for the linger instead of the reads.
+func newLingeringBatcher(t *testing.T) (*auditBatcher, *countingKV) {
+	t.Helper()
+	engine, err := openBadger(badgerOptions{dir: t.TempDir(), logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv := &countingKV{KV: engine}
+	stop := make(chan struct{})
+	b := newAuditBatcher(kv, stop, time.Hour)
+	ran := make(chan struct{})
+	go func() { defer close(ran); b.run() }()
+	t.Cleanup(func() { close(stop); <-ran; engine.Close() })
+	return b, kv
+}
+
+// queuedAll waits until the batcher has taken everything queued.
+func queuedAll(b *auditBatcher) {
+	for len(b.reqs) > 0 {
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// A batch waits for reads announced before it was written, so they share
+// its transaction, and stops waiting when the last of them queues its
+// record or ends without one.
+func TestAuditBatchLingersForAnnouncedReads(t *testing.T) {
+	b, kv := newLingeringBatcher(t)
+	put := func(k string) []*pendingPut { return []*pendingPut{{key: []byte("audit/" + k), value: []byte("v")}} }
+	write := func(exp *auditExpectation, k string) chan error {
+		done := make(chan error, 1)
+		go func() { done <- b.write(t.Context(), exp, put(k)) }()
+		return done
+	}
+
+	// a lone read is written at once
+	lone := b.expect()
+	returnsWithin(t, "a lone read's record", func() {
+		if err := <-write(lone, "lone"); err != nil {
+			t.Error(err)
+		}
+	})
+	lone.done()
+	if n := kv.updates.Load(); n != 1 {
+		t.Fatalf("a lone read took %d transactions, want 1", n)
+	}
+
+	// two reads announced: the first record waits for the second
+	first, second := b.expect(), b.expect()
+	firstDone := write(first, "first")
+	queuedAll(b)
+	select {
+	case err := <-firstDone:
+		t.Fatalf("the first record was answered (%v) while an announced read had not queued", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	returnsWithin(t, "both records", func() {
+		if err := <-write(second, "second"); err != nil {
+			t.Error(err)
+		}
+		if err := <-firstDone; err != nil {
+			t.Error(err)
+		}
+	})
+	first.done()
+	second.done()
+	if n := kv.updates.Load(); n != 2 {
+		t.Fatalf("two announced reads took %d transactions, want one shared", n-1)
+	}
+
+	// an announced read that fails before its record releases the batch
+	ok, failed := b.expect(), b.expect()
+	okDone := write(ok, "ok")
+	queuedAll(b)
+	failed.done()
+	returnsWithin(t, "a record whose sibling read failed", func() {
+		if err := <-okDone; err != nil {
+			t.Error(err)
+		}
+	})
+	ok.done()
+	if got := b.expected.Load(); got != 0 {
+		t.Fatalf("%d reads still announced after every read ended", got)
 	}
 }

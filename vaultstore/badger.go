@@ -88,7 +88,7 @@ func openBadger(o badgerOptions) (*badgerKV, error) {
 				adviseRandomAccess(dir)
 			}
 			return db.Sync()
-		})
+		}, syncLinger)
 	}
 	kv.wg.Add(1)
 	go kv.gcLoop()
@@ -138,13 +138,7 @@ func (kv *badgerKV) Update(ctx context.Context, fn func(Writer) error) error {
 		if err = ctx.Err(); err != nil {
 			return err
 		}
-		wrote := false
-		err = kv.db.Update(func(txn *badger.Txn) error { return fn(badgerTxn{txn, &wrote}) })
-		if err == nil && wrote && kv.group != nil {
-			if err := kv.group.wait(); err != nil {
-				return fmt.Errorf("syncing committed writes: %w", err)
-			}
-		}
+		err = kv.updateOnce(fn)
 		if !errors.Is(err, badger.ErrConflict) {
 			return err
 		}
@@ -156,6 +150,29 @@ func (kv *badgerKV) Update(ctx context.Context, fn func(Writer) error) error {
 		}
 	}
 	return fmt.Errorf("transaction kept conflicting: %w: %w", ErrBusy, err)
+}
+
+// updateOnce runs fn in one transaction and, with group commit, returns
+// once what it committed is durable.
+func (kv *badgerKV) updateOnce(fn func(Writer) error) error {
+	wrote := false
+	run := func(txn *badger.Txn) error { return fn(badgerTxn{txn, &wrote}) }
+	if kv.group == nil {
+		return kv.db.Update(run)
+	}
+	kv.group.begin()
+	ended := false
+	defer func() {
+		if !ended { // fn panicked: the sync must not wait for it
+			_ = kv.group.end(false)
+		}
+	}()
+	err := kv.db.Update(run)
+	ended = true
+	if serr := kv.group.end(err == nil && wrote); serr != nil {
+		return fmt.Errorf("syncing committed writes: %w", serr)
+	}
+	return err
 }
 
 func (kv *badgerKV) DeletePrefix(ctx context.Context, prefix []byte) error {

@@ -99,6 +99,8 @@ func (s *Store) Detokenize(ctx context.Context, req TokenRequest, opts Detokeniz
 	if len(d.tokens) == 0 {
 		return value, &DetokenizeResult{}, nil
 	}
+	exp := s.audits.expect() // see auditBatcher: a busy batch lingers for this read
+	defer exp.done()
 	ids, err := s.resolveDetokenize(ctx, req, opts, d)
 	if err != nil {
 		return nil, nil, err
@@ -107,7 +109,7 @@ func (s *Store) Detokenize(ctx context.Context, req TokenRequest, opts Detokeniz
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := s.commitDetokenize(ctx, req.Tenant, d, ids, opts.Audit); err != nil {
+	if err := s.commitDetokenize(ctx, exp, req.Tenant, d, ids, opts.Audit); err != nil {
 		return nil, nil, err
 	}
 	return out, &DetokenizeResult{TokenIDs: ids}, nil
@@ -169,6 +171,8 @@ func (s *Store) detokenizeFields(ctx context.Context, req TokenRequest, opts Det
 	if len(d.tokens) == 0 {
 		return out, &DetokenizeResult{}, nil
 	}
+	exp := s.audits.expect() // see auditBatcher: a busy batch lingers for this read
+	defer exp.done()
 	ids, err := s.resolveDetokenize(ctx, req, opts, d)
 	if err != nil {
 		return nil, nil, err
@@ -189,7 +193,7 @@ func (s *Store) detokenizeFields(ctx context.Context, req TokenRequest, opts Det
 		}
 		out[i] = v
 	}
-	if err := s.commitDetokenize(ctx, req.Tenant, d, ids, opts.Audit); err != nil {
+	if err := s.commitDetokenize(ctx, exp, req.Tenant, d, ids, opts.Audit); err != nil {
 		return nil, nil, err
 	}
 	return out, &DetokenizeResult{TokenIDs: ids}, nil
@@ -261,7 +265,7 @@ func (s *Store) resolveDetokenize(ctx context.Context, req TokenRequest, opts De
 // commitDetokenize records a detokenization before the caller gets any
 // data: the audit record, when given (with the token ids filled in), and
 // the tokens used marked active this month (those not marked yet).
-func (s *Store) commitDetokenize(ctx context.Context, tenant *Tenant, d *detokenizer, ids []string, audit *AuditRecord) error {
+func (s *Store) commitDetokenize(ctx context.Context, exp *auditExpectation, tenant *Tenant, d *detokenizer, ids []string, audit *AuditRecord) error {
 	var todo []string
 	for id, t := range d.tokens {
 		if !t.active {
@@ -273,7 +277,7 @@ func (s *Store) commitDetokenize(ctx context.Context, tenant *Tenant, d *detoken
 		rec.TokenIDs = ids
 		audit = &rec
 	}
-	if err := s.recordAccess(ctx, tenant, todo, audit); err != nil {
+	if err := s.recordAccess(ctx, exp, tenant, todo, audit); err != nil {
 		return err
 	}
 	s.emit(EventDetokenized, "", len(ids))

@@ -140,7 +140,7 @@ func Open(o Options) (*Store, error) {
 	principals := newPrincipalCache(o.RecordCacheEntries)
 	s := &Store{kv: principalKV{engine, principals}, keys: keys, records: newRecordCache(o.RecordCacheEntries), principals: principals,
 		masters: masters, cvc: cvc, now: o.Now, logger: o.Logger, dir: dir, events: o.Events, stop: make(chan struct{})}
-	s.audits = newAuditBatcher(s.kv, s.stop)
+	s.audits = newAuditBatcher(s.kv, s.stop, syncLinger)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if meta.RotatingTo != nil {
 		if err := s.finishMasterRotation(s.ctx, meta); err != nil {

@@ -687,6 +687,8 @@ func (s *Store) shape(rec *tokenRecord, transform string) (*Token, error) {
 
 // GetToken reads a token as the caller may see it.
 func (s *Store) GetToken(ctx context.Context, req TokenRequest, id string) (*Token, error) {
+	exp := s.audits.expect() // see auditBatcher: a busy batch lingers for this read
+	defer exp.done()
 	var (
 		rec    *tokenRecord
 		active bool
@@ -713,7 +715,7 @@ func (s *Store) GetToken(ctx context.Context, req TokenRequest, id string) (*Tok
 	if !active {
 		mark = []string{rec.ID}
 	}
-	if err := s.recordAccess(ctx, req.Tenant, mark, byApp(req.Application, "token", rec.ID, "read", "token read ("+transform+")")); err != nil {
+	if err := s.recordAccess(ctx, exp, req.Tenant, mark, byApp(req.Application, "token", rec.ID, "read", "token read ("+transform+")")); err != nil {
 		return nil, err
 	}
 	return s.shape(rec, transform)
@@ -790,6 +792,8 @@ func (f TokenFilter) matches(rec *tokenRecord) bool {
 // match the filter, oldest first, shaped for the caller, and how many
 // match in all. Tokens the caller may not read are not counted.
 func (s *Store) ListTokens(ctx context.Context, req TokenRequest, f TokenFilter, offset, limit int) ([]*Token, int, error) {
+	exp := s.audits.expect() // see auditBatcher: a busy batch lingers for this read
+	defer exp.done()
 	var (
 		page  []*tokenRecord
 		total int
@@ -871,7 +875,7 @@ func (s *Store) ListTokens(ctx context.Context, req TokenRequest, f TokenFilter,
 	}
 	audit := byApp(req.Application, "token", "", "list", fmt.Sprintf("%d tokens listed", len(ids)))
 	audit.TokenIDs = ids
-	if err := s.recordAccess(ctx, req.Tenant, nil, audit); err != nil {
+	if err := s.recordAccess(ctx, exp, req.Tenant, nil, audit); err != nil {
 		return nil, 0, err
 	}
 	return out, total, nil

@@ -193,6 +193,9 @@ func TestLoad(t *testing.T) {
 	default:
 		t.Fatalf("TV_LOAD=%q: want 1 (full) or quick", mode)
 	}
+	if v := os.Getenv("TV_LOAD_CONNS"); v != "" {
+		concurrencies = parseConns(t, v)
+	}
 	needBinary(t)
 	began := time.Now()
 
@@ -1099,6 +1102,20 @@ func waitQuiet(pid int) {
 			return
 		}
 	}
+}
+
+// parseConns reads TV_LOAD_CONNS, a comma-separated list of connection
+// counts, for example "64" or "1,64".
+func parseConns(t *testing.T, v string) []int {
+	var conns []int
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > 1024 {
+			t.Fatalf("TV_LOAD_CONNS=%q: want connection counts from 1 to 1024, comma-separated", v)
+		}
+		conns = append(conns, n)
+	}
+	return conns
 }
 
 // selectCases keeps the cases whose names match pattern, and the floors

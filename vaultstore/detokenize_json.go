@@ -36,10 +36,11 @@ func (s *Store) DetokenizeJSON(ctx context.Context, req TokenRequest, opts Detok
 	if err := strictjson.Validate(body, strictjson.DefaultLimits); err != nil {
 		return nil, nil, err
 	}
-	if !jsonMayHoldExpressions(body) {
+	last := lastExpressionCandidate(body)
+	if last < 0 {
 		return body, &DetokenizeResult{}, nil
 	}
-	spans, fields := scanJSONExpressions(body)
+	spans, fields := scanJSONExpressions(body, last)
 	if len(spans) == 0 {
 		return body, &DetokenizeResult{}, nil
 	}
@@ -54,14 +55,28 @@ func (s *Store) DetokenizeJSON(ctx context.Context, req TokenRequest, opts Detok
 	return out, res, nil
 }
 
-// jsonMayHoldExpressions reports whether a string of the (valid) JSON body
-// may decode to text holding "{{": every "{" of a decoded string is a "{"
-// or a "\u007b" (hex digits in either case) of the body.
-func jsonMayHoldExpressions(body []byte) bool {
-	if bytes.Contains(body, []byte("{{")) {
-		return true
+// lastExpressionCandidate returns the offset of the last "{{" or "\u007"
+// of body, or -1 when it has none. A string of a valid JSON body can only
+// decode to text holding "{{" if it holds one of them: every "{" of a
+// decoded string is a "{" or a "\u007b" (hex digits in either case) of
+// the body, and "{{" never appears outside a string.
+func lastExpressionCandidate(body []byte) int {
+	return max(lastIndex(body, []byte("{{")), lastIndex(body, []byte(`\u007`)))
+}
+
+// lastIndex is bytes.LastIndex by repeated forward searches, which Go
+// runs with vector instructions: several times faster than LastIndex on
+// a long body with few matches.
+func lastIndex(b, sep []byte) int {
+	last := -1
+	for off := 0; ; {
+		i := bytes.Index(b[off:], sep)
+		if i < 0 {
+			return last
+		}
+		last = off + i
+		off = last + 1
 	}
-	return hasEscapedBrace(body)
 }
 
 // hasEscapedBrace reports whether b holds `\u007b` or `\u007B`.
@@ -94,15 +109,17 @@ type jsonFrame struct {
 
 // scanJSONExpressions returns the string literals in value position of a
 // valid JSON body whose decoded text holds "{{", with their texts and
-// paths, in the order of the body. It is a single pass over the bytes.
-func scanJSONExpressions(body []byte) ([]jsonSpan, []DetokenizeField) {
+// paths, in the order of the body. It is a single pass over the bytes,
+// which ends past last, the offset of the body's last candidate
+// (lastExpressionCandidate): no string that begins after it can hold one.
+func scanJSONExpressions(body []byte, last int) ([]jsonSpan, []DetokenizeField) {
 	var (
 		spans  []jsonSpan
 		fields []DetokenizeField
 		stack  [strictjson.DefaultMaxDepth + 1]jsonFrame
 		depth  int
 	)
-	for i := 0; i < len(body); i++ {
+	for i := 0; i < len(body) && i <= last; i++ {
 		switch body[i] {
 		case '{':
 			stack[depth] = jsonFrame{object: true, wantKey: true}

@@ -93,8 +93,9 @@ func auditTokenIDs(ids []string) []string {
 // other readers' records (auditBatcher), before the caller gets any data.
 // The tenant is the caller's, read when it authenticated: a read needs no
 // conflict with a tenant change, only the tenant's keys and retention.
-// exp is the read's announcement (auditBatcher.expect); queueing the
-// record ends it.
+// exp is the read's announcement (auditBatcher.expect), which queueing
+// the record ends; nil for reads that do not announce themselves (lists
+// and searches, which can scan for long: batches should not wait on them).
 func (s *Store) recordAccess(ctx context.Context, exp *auditExpectation, t *Tenant, markIDs []string, audit *AuditRecord) error {
 	if audit == nil {
 		return s.markActiveIDs(ctx, t.ID, markIDs)

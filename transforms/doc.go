@@ -35,19 +35,39 @@
 // neither escaped nor scanned on the way; the parent checks a result like
 // any output of a worker. A worker runs with one P (GOMAXPROCS 1) and
 // reads and writes its pipes through the runtime's poller: every OS
-// context switch saved on a round trip is CPU the server gets back. A worker runs one job at a time; concurrent runs start
-// more workers up to MaxWorkers, then wait up to QueueTimeout (KindBusy).
-// A worker that dies, exceeds its memory or misses its deadline is killed
-// and replaced; only its own run fails, with a Kind that says why. Workers
+// context switch saved on a round trip is CPU the server gets back. Workers
 // do not inherit the server's environment, run in /, cannot dump core,
 // have no_new_privs, and die with the pool's spawning thread (Linux
 // parent-death signal) or when their stdin closes.
 //
-// Time. Each run has a deadline (the pool's Timeout, at most 30 s, or the
-// context's, if earlier). The worker interrupts the VM at the deadline,
-// which stops JavaScript code, and gives regexp2 a match timeout just past
-// it; the parent kills the worker if no result has come KillGrace (1 s)
-// after the deadline, which stops everything else.
+// Dispatch (dispatch.go). A worker runs one job at a time, in order. A
+// run takes an idle worker, else starts one while fewer than MaxWorkers
+// are alive, else is pipelined: its job frame is queued in the pipe of a
+// busy worker whose run started less than 10 ms ago (one job per worker),
+// which starts it as soon as it has written the result of the run ahead
+// instead of idling through a round trip to the pool (in the load
+// benchmark at 64 connections, nearly every run found all workers busy).
+// Otherwise it waits, first come first served, for QueueTimeout at most
+// (KindBusy). A queued run still waiting after 10 ms rejoins the waiting
+// runs and moves to the first worker or place that comes free, so that a
+// slow run does not hold up the one queued behind it. A worker that dies,
+// exceeds its memory, misses its deadline or breaks the protocol is killed
+// and replaced; only its own run fails, with a Kind that says why
+// (R-JS-1). The result frame of the run ahead marks the hand-over to the
+// queued run: until it has come back, a death belongs to the run ahead,
+// and the queued run, which has not started, runs on another worker;
+// after it, a death fails the queued run. A queued run whose caller leaves
+// is cancelled before it starts (the worker skips it), and the run ahead
+// goes on undisturbed.
+//
+// Time. Each run has a deadline: the pool's Timeout (at most 30 s),
+// counted from the moment the worker starts the job, whatever time it
+// spent queued, or the context's, if earlier. The worker interrupts the
+// VM at the deadline, which stops JavaScript code, and gives regexp2 a
+// match timeout just past it; the parent kills the worker if no result
+// has come KillGrace (1 s) after the deadline (counted from the hand-over
+// for a queued job, which is no earlier than its start), which stops
+// everything else.
 //
 // Memory. A worker sets Go's soft memory limit to 3/4 of MemoryLimit (and
 // GOGC to 400 below it: its live heap is small and long-lived) and,
@@ -87,7 +107,9 @@
 // runs in a warm realm: each worker keeps an LRU of realms (32 with the
 // default 256 MiB MemoryLimit, about 0.8 MiB each) keyed by scope and
 // code, and the pool sends a job to an idle worker that has its realm
-// (else to the worker its key hashes to, else to any). A warm run costs
+// (else to the worker its key hashes to, else to any), and queues it, when
+// all are busy, behind the busy worker that has its realm in the same
+// order of preference. A warm run costs
 // tens of µs in the worker. Reuse is safe because nothing a run can
 // change survives it (security requirement R-JS-4, "per tenant+transform
 // with reset"):

@@ -1,10 +1,12 @@
 package transforms
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"runtime/pprof"
 	"strings"
@@ -22,6 +24,29 @@ const workerEnv = "TRANSFORMS_WORKER"
 // profiles (see TestMain).
 const workerProfileEnv = "TRANSFORMS_WORKER_CPUPROFILE"
 
+// workerBreakEnv, set to 1 for a worker, makes it break the protocol: it
+// writes a frame that is not JSON instead of any frame that holds
+// breakMarker (the result of a run that returns it).
+const workerBreakEnv = "TRANSFORMS_WORKER_BREAK"
+
+// breakMarker is what a run returns to make a worker with workerBreakEnv
+// break the protocol.
+const breakMarker = "BREAK-THE-PROTOCOL"
+
+// breakingWriter is the stdout of a worker with workerBreakEnv. A worker
+// writes each frame with one Write.
+type breakingWriter struct{ w io.Writer }
+
+func (b breakingWriter) Write(p []byte) (int, error) {
+	if bytes.Contains(p, []byte(breakMarker)) {
+		if _, err := b.w.Write([]byte{0, 0, 0, 3, '{', 'x', '}'}); err != nil {
+			return 0, err
+		}
+		return len(p), nil
+	}
+	return b.w.Write(p)
+}
+
 func TestMain(m *testing.M) {
 	if os.Getenv(workerEnv) == "1" {
 		if prefix := os.Getenv(workerProfileEnv); prefix != "" {
@@ -35,7 +60,11 @@ func TestMain(m *testing.M) {
 				}
 			}
 		}
-		if err := ServeWorker(os.Stdin, os.Stdout); err != nil {
+		var out io.Writer = os.Stdout
+		if os.Getenv(workerBreakEnv) == "1" {
+			out = breakingWriter{os.Stdout}
+		}
+		if err := ServeWorker(os.Stdin, out); err != nil {
 			pprof.StopCPUProfile()
 			fmt.Fprintln(os.Stderr, "worker:", err)
 			os.Exit(1)

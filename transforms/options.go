@@ -49,12 +49,13 @@ type Options struct {
 	// MaxWorkers bound the workers alive at once, and so the runs in
 	// parallel (0 means DefaultMaxWorkers).
 	MaxWorkers int
-	// Timeout bounds each run, from the moment a worker takes it (0 means
+	// Timeout bounds each run, from the moment a worker starts it (0 means
 	// DefaultTimeout; more than MaxTimeout is cut to MaxTimeout). A run's
 	// context deadline, when earlier, wins.
 	Timeout time.Duration
-	// QueueTimeout bounds the wait for a free worker when MaxWorkers are
-	// busy; past it Run fails with KindBusy (0 means DefaultQueueTimeout).
+	// QueueTimeout bounds the wait for a worker when MaxWorkers are busy,
+	// the time queued behind a busy worker's run included; past it Run
+	// fails with KindBusy (0 means DefaultQueueTimeout).
 	QueueTimeout time.Duration
 	// IdleTimeout: workers beyond MinWorkers that stayed idle this long
 	// are stopped (0 means DefaultIdleTimeout).

@@ -19,24 +19,27 @@ import (
 type Pool struct {
 	opts Options
 
-	slots   chan struct{} // one per run under way or worker being started
 	closing chan struct{}
 	spawnCh chan spawnReq
 	procsWG sync.WaitGroup
 	bgWG    sync.WaitGroup
 	nextID  atomic.Uint64
-	seed    maphash.Seed // of realm affinity hashes
+	seed    maphash.Seed  // of realm affinity hashes
+	window  time.Duration // queueWindow, unless a test set another before the first run
 
-	mu      sync.Mutex
-	closed  bool
-	idle    []*proc // most recently used last
-	alive   map[*proc]bool
-	busy    int
-	waiting int
-	started uint64
-	runs    uint64
-	warm    uint64
-	killed  map[string]uint64
+	mu       sync.Mutex
+	closed   bool
+	idle     []*proc // most recently used last
+	alive    map[*proc]bool
+	starting int       // workers being started
+	waiters  []*ticket // runs waiting for a worker or a better place, by arrival (dispatch.go)
+	busy     int
+	queued   int // runs whose job frame is queued in a busy worker's pipe
+	started  uint64
+	runs     uint64
+	warm     uint64
+	requeued uint64
+	killed   map[string]uint64
 }
 
 // Stats is a snapshot of a pool.
@@ -47,10 +50,17 @@ type Stats struct {
 	Busy int
 	// Waiting counts runs waiting for a free worker.
 	Waiting int
+	// Queued counts runs whose job is queued in a busy worker's pipe,
+	// behind the run under way there (pipelining); they have not started.
+	Queued int
 	// Started counts workers ever started.
 	Started uint64
 	// Runs counts runs that reached a worker.
 	Runs uint64
+	// Requeued counts queued runs that were placed again before they
+	// started: their worker was lost during the run ahead of them, or they
+	// moved to a worker that came free first.
+	Requeued uint64
 	// WarmRuns counts the runs (of jobs with a RealmScope) that reused a
 	// warm realm.
 	WarmRuns uint64
@@ -75,25 +85,24 @@ func NewPool(o Options) (*Pool, error) {
 	}
 	p := &Pool{
 		opts:    o,
-		slots:   make(chan struct{}, o.MaxWorkers),
 		closing: make(chan struct{}),
 		spawnCh: make(chan spawnReq),
 		alive:   make(map[*proc]bool),
 		killed:  make(map[string]uint64),
 		seed:    maphash.MakeSeed(),
+		window:  queueWindow,
 	}
 	p.bgWG.Add(2)
 	go p.spawner()
 	go p.reaper()
 	for i := 0; i < o.MinWorkers; i++ {
-		w, err := p.startWorker()
-		if err != nil {
+		p.mu.Lock()
+		p.starting++
+		p.mu.Unlock()
+		if _, err := p.startWorker(false); err != nil {
 			p.Close()
 			return nil, err
 		}
-		p.mu.Lock()
-		p.idle = append(p.idle, w)
-		p.mu.Unlock()
 	}
 	return p, nil
 }
@@ -126,34 +135,42 @@ func (p *Pool) spawn(cmd *exec.Cmd) error {
 	}
 }
 
-// startWorker starts one worker and registers it as alive.
-func (p *Pool) startWorker() (*proc, error) {
+// startWorker starts one worker, for which the caller counted itself in
+// p.starting, and registers it as alive: busy with the caller's run, or
+// idle.
+func (p *Pool) startWorker(busy bool) (*proc, error) {
 	// Add under the lock, and never once Close has begun waiting.
 	p.mu.Lock()
 	if p.closed {
+		p.starting--
 		p.mu.Unlock()
 		return nil, newError(KindBusy, "the pool is closed")
 	}
 	p.procsWG.Add(1)
 	p.mu.Unlock()
 	w, err := startProc(&p.opts, p.spawn, p.procsWG.Done)
-	if err != nil {
-		p.mu.Lock()
-		p.killed[KindCrash]++
-		p.mu.Unlock()
-		return nil, err
-	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.starting--
+	if err != nil {
+		p.killed[KindCrash]++
+		p.dispatch() // a waiting run may try again
+		return nil, err
+	}
 	p.started++
 	w.slot = p.freeSlot()
 	w.warm = newLRU[uint64, struct{}](realmCacheSize(p.opts.MemoryLimit))
-	p.alive[w] = true
 	w.lastUsed = time.Now()
 	if p.closed {
 		w.stop("closed")
-		delete(p.alive, w)
 		return nil, ErrBusy
+	}
+	p.alive[w] = true
+	if busy {
+		p.busy++
+	} else {
+		p.idle = append(p.idle, w)
+		p.dispatch()
 	}
 	return w, nil
 }
@@ -278,224 +295,117 @@ func (p *Pool) ValidateCode(ctx context.Context, code string) error {
 	return err
 }
 
-// do acquires a worker, runs jf on it and releases it.
+// do runs jf: it takes a worker, or a place in a busy worker's pipe
+// (dispatch.go), runs the job there and releases the worker.
 func (p *Pool) do(ctx context.Context, jf *jobFrame, svc Svc, meta map[string]string) (*Result, error) {
+	if p.runTimeout(ctx) <= 0 || ctx.Err() != nil {
+		return nil, &Error{Kind: KindTimeout, Message: "the run's context ended before it started", cause: context.Cause(ctx)}
+	}
+	t := &ticket{aff: p.affinity(jf), since: time.Now(), grant: make(chan grant, 1)}
+	g, err := p.acquire(ctx, t, t.since.Add(p.opts.QueueTimeout))
+	var left *queued // the run's job frame in a busy worker's pipe
+	var timeout time.Duration
+	for {
+		if left != nil && g.q != left {
+			// The run left that place (it failed, or moved): the worker
+			// skips the job, and its next release drains the frame.
+			_ = left.w.in.write(&frame{T: frameCancel, ID: left.id})
+			left = nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		switch g.kind {
+		case grantStart:
+			w, err := p.startWorker(true)
+			if err != nil {
+				var e *Error
+				if errors.As(err, &e) {
+					return nil, e
+				}
+				return nil, &Error{Kind: KindCrash, Message: "a transform worker could not be started", cause: err}
+			}
+			g = grant{kind: grantIdle, w: w}
+		case grantQueue:
+			timeout = p.frameTimeout(ctx, jf)
+			// A failed write means the worker is gone: the end of its
+			// current run places this one again.
+			_ = g.w.in.write(&frame{T: frameJob, ID: g.q.id, Job: jf})
+			left = g.q
+			var ok, queued bool
+			if g, ok, queued = p.markSent(g.q); !ok {
+				g, err = p.wait(ctx, t, t.since.Add(p.opts.QueueTimeout), queued)
+			}
+			continue
+		}
+		id, sent := p.nextID.Add(1), false
+		if g.kind == grantTurn {
+			id, sent = g.q.id, true // timeout is the queued frame's
+		} else {
+			timeout = p.frameTimeout(ctx, jf)
+		}
+		res, rerr, healthy := p.runOn(ctx, g.w, id, jf, svc, meta, timeout, sent)
+		p.release(g.w, healthy, t.aff, true)
+		if rerr != nil {
+			return res, rerr
+		}
+		return res, nil
+	}
+}
+
+// runTimeout is the time a run may take from now: the pool's Timeout, or
+// less when ctx's deadline comes first.
+func (p *Pool) runTimeout(ctx context.Context) time.Duration {
 	timeout := p.opts.Timeout
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = min(timeout, time.Until(dl))
 	}
-	if timeout <= 0 || ctx.Err() != nil {
-		return nil, &Error{Kind: KindTimeout, Message: "the run's context ended before it started", cause: context.Cause(ctx)}
-	}
-	aff := p.affinity(jf)
-	w, err := p.acquire(ctx, aff)
-	if err != nil {
-		return nil, err
-	}
-	jf.TimeoutMS = max(timeout.Milliseconds(), 1)
-	res, rerr, healthy := p.runOn(ctx, w, jf, svc, meta, timeout)
-	p.release(w, healthy, aff)
-	if rerr != nil {
-		return res, rerr
-	}
-	return res, nil
+	return timeout
 }
 
-// acquire takes a slot (waiting at most QueueTimeout) and an idle worker,
-// or starts one. For a job with a realm (aff != 0) it prefers an idle
-// worker that keeps the job's realm warm, then the worker whose slot the
-// hash names, then, like any job, the most recently used.
-func (p *Pool) acquire(ctx context.Context, aff uint64) (*proc, error) {
-	select {
-	case p.slots <- struct{}{}:
-	default:
-		p.mu.Lock()
-		p.waiting++
-		p.mu.Unlock()
-		timer := time.NewTimer(p.opts.QueueTimeout)
-		var err error
-		select {
-		case p.slots <- struct{}{}:
-		case <-timer.C:
-			err = ErrBusy
-		case <-ctx.Done():
-			err = &Error{Kind: KindTimeout, Message: "the run's context ended while it waited for a worker", cause: context.Cause(ctx)}
-		case <-p.closing:
-			err = newError(KindBusy, "the pool is closed")
-		}
-		timer.Stop()
-		p.mu.Lock()
-		p.waiting--
-		p.mu.Unlock()
-		if err != nil {
-			return nil, err
-		}
-	}
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		<-p.slots
-		return nil, newError(KindBusy, "the pool is closed")
-	}
-	for len(p.idle) > 0 {
-		i := p.pickIdle(aff)
-		w := p.idle[i]
-		p.idle = slices.Delete(p.idle, i, i+1)
-		if w.alive() {
-			p.busy++
-			p.mu.Unlock()
-			return w, nil
-		}
-		p.forget(w)
-	}
-	p.mu.Unlock()
-	w, err := p.startWorker()
-	if err != nil {
-		<-p.slots
-		var e *Error
-		if errors.As(err, &e) {
-			return nil, e
-		}
-		return nil, &Error{Kind: KindCrash, Message: "a transform worker could not be started", cause: err}
-	}
-	p.mu.Lock()
-	p.busy++
-	p.mu.Unlock()
-	return w, nil
+// frameTimeout sets jf's timeout for a job frame sent now, and returns it.
+// The worker counts it from the moment it starts the job.
+func (p *Pool) frameTimeout(ctx context.Context, jf *jobFrame) time.Duration {
+	jf.TimeoutMS = max(p.runTimeout(ctx).Milliseconds(), 1)
+	return time.Duration(jf.TimeoutMS) * time.Millisecond
 }
 
-// pickIdle returns the index in p.idle of the worker to run a job with
-// affinity aff on. Call with p.mu held and p.idle not empty.
-func (p *Pool) pickIdle(aff uint64) int {
-	last := len(p.idle) - 1
-	if aff == 0 {
-		return last
-	}
-	for i := last; i >= 0; i-- {
-		if p.idle[i].warm.has(aff) {
-			return i
-		}
-	}
-	slot := int(aff % uint64(p.opts.MaxWorkers))
-	for i := last; i >= 0; i-- {
-		if p.idle[i].slot == slot {
-			return i
-		}
-	}
-	return last
-}
-
-// forget drops a dead worker. Call with p.mu held.
-func (p *Pool) forget(w *proc) {
-	if !p.alive[w] {
-		return
-	}
-	delete(p.alive, w)
-	cause := w.cause()
-	if cause == "" {
-		cause = w.exitError().Kind
-		if cause == KindBusy {
-			cause = "closed"
-		}
-	}
-	p.killed[cause]++
-}
-
-// release returns a worker to the idle list, or drops it, and keeps
-// MinWorkers warm. It notes whether the worker kept the realm of aff.
-func (p *Pool) release(w *proc, healthy bool, aff uint64) {
-	if !healthy && w.alive() {
-		w.kill(KindCrash) // retired: its engine state is suspect
-		<-w.exited
-	}
-	p.mu.Lock()
-	p.busy--
-	p.runs++
-	if w.ranWarm {
-		p.warm++
-	}
-	if aff != 0 {
-		if w.kept {
-			w.warm.put(aff, struct{}{})
-		} else {
-			w.warm.remove(aff)
-		}
-	}
-	switch {
-	case healthy && !p.closed && w.alive():
-		w.lastUsed = time.Now()
-		p.idle = append(p.idle, w)
-	case w.alive(): // the pool closed during the run
-		w.kill("closed")
-		delete(p.alive, w)
-		p.killed["closed"]++
-	default:
-		p.forget(w)
-	}
-	replenish := !p.closed && len(p.alive) < p.opts.MinWorkers
-	if replenish {
-		p.bgWG.Add(1) // under the lock: Close waits only after closing
-	}
-	p.mu.Unlock()
-	<-p.slots
-	if replenish {
-		go func() {
-			defer p.bgWG.Done()
-			p.replenish()
-		}()
-	}
-}
-
-// replenish starts workers until MinWorkers are alive, using free slots
-// only.
-func (p *Pool) replenish() {
-	for {
-		p.mu.Lock()
-		need := !p.closed && len(p.alive) < p.opts.MinWorkers
-		p.mu.Unlock()
-		if !need {
-			return
-		}
-		select {
-		case p.slots <- struct{}{}:
-		default:
-			return // every slot is in use: the workers are busy anyway
-		}
-		w, err := p.startWorker()
-		if err == nil {
-			p.mu.Lock()
-			p.idle = append(p.idle, w)
-			p.mu.Unlock()
-		}
-		<-p.slots
-		if err != nil {
-			return
-		}
-	}
-}
-
-// runOn runs a job on a worker and reports whether the worker may be
-// reused.
-func (p *Pool) runOn(ctx context.Context, w *proc, jf *jobFrame, svc Svc, meta map[string]string, timeout time.Duration) (*Result, error, bool) {
-	id := p.nextID.Add(1)
-	// Frames of an earlier run that arrived after its result.
-	for drained := false; !drained; {
-		select {
-		case _, ok := <-w.frames:
-			if !ok {
-				drained = true
-			}
-		default:
-			drained = true
-		}
-	}
+// runOn runs job jf as run id on a worker and reports whether the worker
+// may be reused. sent says that the job frame is in the worker's pipe
+// already (it was queued behind the run before, which has ended); else
+// runOn sends it. timeout is the frame's: runOn kills the worker when no
+// result has come KillGrace after it, counted from now, that is from the
+// job's start or later. A nil jf is a drain (Pool.drain): the run's result
+// is dropped, and so are its console lines.
+func (p *Pool) runOn(ctx context.Context, w *proc, id uint64, jf *jobFrame, svc Svc, meta map[string]string, timeout time.Duration, sent bool) (*Result, error, bool) {
 	w.kept, w.ranWarm = false, false
 	callCtx, cancelCalls := context.WithCancel(ctx)
 	defer cancelCalls()
-	if err := w.in.write(&frame{T: frameJob, ID: id, Job: jf}); err != nil {
-		w.kill(KindCrash)
-		<-w.exited
-		return nil, w.exitError(), false
+	if !sent {
+		// Frames of an earlier run that arrived after its result (none
+		// of a later one: the worker starts that after this one).
+		for drained := false; !drained; {
+			select {
+			case _, ok := <-w.frames:
+				if !ok {
+					drained = true
+				}
+			default:
+				drained = true
+			}
+		}
+		if err := w.in.write(&frame{T: frameJob, ID: id, Job: jf}); err != nil {
+			w.kill(KindCrash)
+			<-w.exited
+			return nil, w.exitError(), false
+		}
+		p.mu.Lock()
+		w.busySince = time.Now() // a job may now queue behind this one
+		p.mu.Unlock()
+	}
+	kind, quiet := jobDrain, true
+	if jf != nil {
+		kind, quiet = jf.Kind, false
 	}
 	hard := time.NewTimer(timeout + KillGrace)
 	defer hard.Stop()
@@ -514,7 +424,7 @@ func (p *Pool) runOn(ctx context.Context, w *proc, jf *jobFrame, svc Svc, meta m
 			switch f.T {
 			case frameResult:
 				w.kept, w.ranWarm = f.Kept, f.Warm
-				res, err, healthy := p.finish(jf.Kind, f)
+				res, err, healthy := p.finish(kind, f)
 				if err != nil && err.Kind == KindTimeout && ctx.Err() != nil {
 					err.cause = context.Cause(ctx)
 				}
@@ -524,7 +434,7 @@ func (p *Pool) runOn(ctx context.Context, w *proc, jf *jobFrame, svc Svc, meta m
 				return res, nil, healthy
 			case frameLog:
 				logs++
-				if logs <= p.opts.MaxLogLines+1 && p.opts.Logger != nil {
+				if logs <= p.opts.MaxLogLines+1 && p.opts.Logger != nil && !quiet {
 					p.opts.Logger(meta, truncate(f.Line, MaxLogLine))
 				}
 			case frameCall:
@@ -572,6 +482,9 @@ func (p *Pool) runOn(ctx context.Context, w *proc, jf *jobFrame, svc Svc, meta m
 // finish turns a result frame into the run's outcome. Everything in it
 // comes from the worker and is checked again.
 func (p *Pool) finish(kind string, f *frame) (*Result, *Error, bool) {
+	if kind == jobDrain {
+		return nil, nil, f.Err == nil || !f.Err.Retire
+	}
 	if kind == jobValidate {
 		if f.Err == nil {
 			return nil, nil, true
@@ -641,8 +554,13 @@ func boundErrors(in map[string][]string) map[string][]string {
 func (p *Pool) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s := Stats{Alive: len(p.alive), Busy: p.busy, Waiting: p.waiting, Started: p.started, Runs: p.runs, WarmRuns: p.warm,
-		Killed: make(map[string]uint64, len(p.killed))}
+	s := Stats{Alive: len(p.alive), Busy: p.busy, Queued: p.queued, Started: p.started, Runs: p.runs, WarmRuns: p.warm,
+		Requeued: p.requeued, Killed: make(map[string]uint64, len(p.killed))}
+	for _, t := range p.waiters {
+		if t.queue == nil { // a queued run that rejoined the waiting ones counts as queued
+			s.Waiting++
+		}
+	}
 	for k, v := range p.killed {
 		s.Killed[k] = v
 	}

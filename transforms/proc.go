@@ -29,6 +29,12 @@ type proc struct {
 	state     *os.ProcessState       // set before exited is closed
 	lastUsed  time.Time              // guarded by the pool's mutex
 
+	// Dispatch (guarded by the pool's mutex): busySince is when the
+	// current run's job frame was sent (zero while idle, or before the
+	// frame is sent); next is the job frame queued behind it, if any.
+	busySince time.Time
+	next      *queued
+
 	// Realm affinity. slot is fixed at start; warm mirrors the worker's
 	// cache of warm realms, by affinity hash (guarded by the pool's
 	// mutex); kept and ranWarm are what the last result said (owned by

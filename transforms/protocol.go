@@ -19,6 +19,13 @@ import (
 // are binary instead of JSON (see binJob): their payloads, already JSON
 // text, then cross as they are, neither escaped nor scanned on the way.
 //
+// A worker runs its jobs one at a time, in the order they came. The
+// parent may send a job while another runs (pipelining: at most one
+// queued behind the run under way); the worker starts it once it has
+// written the result before it. A cancel for a job that has not started
+// makes the worker skip it: its result is a timeout error, and it runs no
+// code.
+//
 //	parent -> worker                 worker -> parent
 //	init   {init}                    ready  {pid}
 //	job    {id, job}                 result {id, out | err}

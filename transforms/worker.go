@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"slices"
 	"sync"
 	"time"
 
@@ -25,6 +26,10 @@ const workerGCPercent = 400
 
 // jobValidate is the internal job kind of Pool.ValidateCode.
 const jobValidate = "validate"
+
+// jobDrain stands, in the parent, for the kind of a job whose run left
+// before it started (Pool.drain); no worker sees it.
+const jobDrain = "drain"
 
 // Cache sizes of a worker.
 const (
@@ -65,9 +70,13 @@ func realmCacheSize(memoryLimit int64) int {
 // workerState is the worker side of a pool: one process, one run at a
 // time.
 type workerState struct {
-	cfg      initConfig
-	rcfg     runtimeConfig
-	out      *frameWriter
+	cfg  initConfig
+	rcfg runtimeConfig
+	out  *frameWriter
+	// jobs are the jobs received, run one at a time in order: the parent
+	// queues at most one behind the run under way (pipelining), and may
+	// send the next as soon as that one's turn has come, before this loop
+	// has taken it.
 	jobs     chan *frame
 	replies  chan *frame
 	gone     chan struct{}
@@ -92,6 +101,10 @@ type workerState struct {
 	mu      sync.Mutex
 	current uint64       // id of the run under way, 0 when idle
 	stopRun func(string) // stops the run under way
+	// cancelled are the ids of the last jobs cancelled before they
+	// started (queued behind the run under way): runJob skips them.
+	cancelled  [4]uint64
+	nCancelled int
 }
 
 // ServeWorker is the main loop of a worker process: it reads frames from
@@ -151,7 +164,7 @@ func ServeWorker(in io.Reader, out io.Writer) error {
 			maxSvcCalls: cfg.MaxSvcCalls, modulesDir: cfg.ModulesDir, allowModules: cfg.AllowModules,
 		},
 		out:      &frameWriter{w: out},
-		jobs:     make(chan *frame, 1),
+		jobs:     make(chan *frame, 2),
 		replies:  make(chan *frame, cfg.MaxSvcCalls+16),
 		gone:     make(chan struct{}),
 		programs: newLRU[string, compiled](programCacheSize),
@@ -164,22 +177,40 @@ func ServeWorker(in io.Reader, out io.Writer) error {
 	}
 	go w.readLoop(br)
 	for {
-		w.prepare()
-		select {
-		case f := <-w.jobs:
-			start := time.Now()
-			res := w.runJob(f)
-			took := time.Since(start)
-			if err := w.out.write(res); err != nil {
-				return err
-			}
-			if res.Err != nil && res.Err.Retire {
-				return errors.New("transforms worker: retiring after an engine failure")
-			}
-			w.checkMemory(took)
-		case <-w.gone:
+		f := w.next()
+		if f == nil {
 			return nil
 		}
+		start := time.Now()
+		res := w.runJob(f)
+		took := time.Since(start)
+		if err := w.out.write(res); err != nil {
+			return err
+		}
+		if res.Err != nil && res.Err.Retire {
+			return errors.New("transforms worker: retiring after an engine failure")
+		}
+		w.checkMemory(took)
+	}
+}
+
+// next returns the next job, or nil once the parent is gone. A job queued
+// behind the last run starts at once; otherwise the worker sets the spare
+// realm up before it waits.
+func (w *workerState) next() *frame {
+	select {
+	case <-w.gone:
+		return nil
+	case f := <-w.jobs:
+		return f
+	default:
+	}
+	w.prepare()
+	select {
+	case f := <-w.jobs:
+		return f
+	case <-w.gone:
+		return nil
 	}
 }
 
@@ -237,12 +268,17 @@ func (w *workerState) readLoop(br *bufio.Reader) {
 	}
 }
 
-// stop stops run id (0: whichever is under way).
+// stop stops run id (0: whichever is under way). A job cancelled before
+// it started is remembered, and skipped when its turn comes.
 func (w *workerState) stop(id uint64, reason string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.stopRun != nil && (id == 0 || id == w.current) {
+	switch {
+	case w.stopRun != nil && (id == 0 || id == w.current):
 		w.stopRun(reason)
+	case id != 0 && reason == "cancel":
+		w.cancelled[w.nCancelled%len(w.cancelled)] = id
+		w.nCancelled++
 	}
 }
 
@@ -253,24 +289,6 @@ func (w *workerState) runJob(f *frame) *frame {
 	if j == nil {
 		res.Err = &errFrame{Kind: KindCrash, Message: "job frame without a job"}
 		return res
-	}
-	if j.Kind == jobValidate {
-		if _, err := w.compile(j.Code); err != nil {
-			res.Err = &errFrame{Kind: err.Kind, Message: err.Message}
-			return res
-		}
-		res.Out = []byte("null")
-		return res
-	}
-	timeout := time.Duration(j.TimeoutMS) * time.Millisecond
-	timeout = min(max(timeout, time.Millisecond), MaxTimeout)
-	// Late svc replies of earlier runs.
-	for drained := false; !drained; {
-		select {
-		case <-w.replies:
-		default:
-			drained = true
-		}
 	}
 
 	// Stop the run at its deadline or when the parent cancels it: the
@@ -295,6 +313,13 @@ func (w *workerState) runJob(f *frame) *frame {
 		})
 	}
 	w.mu.Lock()
+	if slices.Contains(w.cancelled[:], f.ID) {
+		// Cancelled while it was queued behind the run before: it does
+		// not start.
+		w.mu.Unlock()
+		res.Err = &errFrame{Kind: KindTimeout, Message: "the run was cancelled before it started"}
+		return res
+	}
 	w.current, w.stopRun = f.ID, stopRun
 	w.mu.Unlock()
 	// detach ends the run's exposure to stop: no interrupt reaches the
@@ -316,6 +341,26 @@ func (w *workerState) runJob(f *frame) *frame {
 			detach()
 		}
 	}()
+	if j.Kind == jobValidate {
+		if _, err := w.compile(j.Code); err != nil {
+			res.Err = &errFrame{Kind: err.Kind, Message: err.Message}
+			return res
+		}
+		res.Out = []byte("null")
+		return res
+	}
+	// The deadline counts from here, when the job starts, whatever the
+	// time it waited in the pipe.
+	timeout := time.Duration(j.TimeoutMS) * time.Millisecond
+	timeout = min(max(timeout, time.Millisecond), MaxTimeout)
+	// Late svc replies of earlier runs.
+	for drained := false; !drained; {
+		select {
+		case <-w.replies:
+		default:
+			drained = true
+		}
+	}
 	timer := time.AfterFunc(timeout, func() { w.stop(f.ID, "timeout") })
 	defer timer.Stop()
 	stopWatch := watchMemory(uint64(w.cfg.MemoryLimit), watchInterval, func(uint64) { os.Exit(exitMemory) })

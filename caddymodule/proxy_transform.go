@@ -41,13 +41,7 @@ func (f *forwarder) transformRequest(r *http.Request, inv *invocation, suffix st
 	if q := dropQueryParam(r.URL.RawQuery, f.headers.proxyKeyQuery); q != "" {
 		query = "?" + q
 	}
-	args, err := json.Marshal(map[string]any{
-		"body":    transformBody(headers.Get("Content-Type"), raw),
-		"headers": flatHeaders(headers),
-		"method":  r.Method,
-		"path":    suffix,
-		"query":   query,
-	})
+	args, err := transformArgs(headers.Get("Content-Type"), raw, headers, "method", r.Method, "path", suffix, "query", query)
 	if err != nil {
 		return nil, 0, nil, err
 	}
@@ -72,10 +66,7 @@ func (f *forwarder) transformResponse(w http.ResponseWriter, r *http.Request, in
 		return &apiError{status: http.StatusBadGateway, detail: "reading the destination's response failed", cause: err}
 	}
 	removeHopHeaders(resp.Header)
-	args, err := json.Marshal(map[string]any{
-		"body":    transformBody(resp.Header.Get("Content-Type"), raw),
-		"headers": flatHeaders(resp.Header),
-	})
+	args, err := transformArgs(resp.Header.Get("Content-Type"), raw, resp.Header)
 	if err != nil {
 		return err
 	}
@@ -146,14 +137,47 @@ func (c *customResponse) write(w http.ResponseWriter) {
 	_, _ = w.Write(out)
 }
 
-// transformBody is a body as code sees it: parsed when JSON, else text.
-func transformBody(contentType string, raw []byte) any {
-	if bodyKindOf(contentType) == bodyJSON {
-		if v, err := strictjson.DecodeValue(raw, strictjson.DefaultLimits); err == nil {
-			return v
+// transformArgs is the JSON of a transform's req.args: "body", the body
+// as code sees it, "headers", one string per name, and the string fields
+// given as name, value pairs. A JSON body that strictjson accepts is
+// passed as its own text, so code gets its members in the order they
+// came and the vault neither decodes nor re-encodes it; any other body is
+// a string.
+func transformArgs(contentType string, raw []byte, headers http.Header, fields ...string) ([]byte, error) {
+	h, err := json.Marshal(flatHeaders(headers))
+	if err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	b.Grow(len(raw) + len(h) + 64)
+	b.WriteString(`{"body":`)
+	if bodyKindOf(contentType) == bodyJSON && strictjson.Validate(raw, strictjson.DefaultLimits) == nil {
+		b.Write(raw)
+	} else if err := writeJSONString(&b, string(raw)); err != nil {
+		return nil, err
+	}
+	b.WriteString(`,"headers":`)
+	b.Write(h)
+	for i := 0; i+1 < len(fields); i += 2 {
+		b.WriteByte(',')
+		if err := writeJSONString(&b, fields[i]); err != nil {
+			return nil, err
+		}
+		b.WriteByte(':')
+		if err := writeJSONString(&b, fields[i+1]); err != nil {
+			return nil, err
 		}
 	}
-	return string(raw)
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// writeJSONString writes s as a JSON string (invalid UTF-8 as U+FFFD, as
+// encoding/json does).
+func writeJSONString(b *bytes.Buffer, s string) error {
+	q, err := json.Marshal(s)
+	b.Write(q)
+	return err
 }
 
 // resultBody is the bytes to send for a returned body: a JSON string is

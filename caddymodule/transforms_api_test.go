@@ -61,6 +61,48 @@ func TestProxyTransforms(t *testing.T) {
 	}
 }
 
+// TestProxyTransformSeesBody: a JSON body reaches the request transform
+// parsed, its members in the order they came and its numbers as written;
+// any other body, or JSON the vault refuses, as text.
+func TestProxyTransformSeesBody(t *testing.T) {
+	e, _ := newProxyEnv(t, nil)
+	dest := newDestination(t)
+	r := e.do(tvRoleMgmt, http.MethodPost, "/proxies", map[string]any{
+		"name": "echo shape", "destination_url": dest.srv.URL,
+		"request_transform": map[string]any{"code": `module.exports = (req) => {
+			const b = req.args.body;
+			const shape = typeof b === 'string' ? { text: b } :
+				{ keys: Object.keys(b), inner: Object.keys(b.a || {}), n: String(b.n) };
+			return { body: shape, headers: { 'Content-Type': 'application/json' } };
+		}`},
+	})
+	tvWantStatus(t, r, http.StatusCreated, "create proxy")
+	key := tvStr(r.body, "key")
+	for _, tc := range []struct {
+		name, contentType, body, want string
+	}{
+		{"JSON keeps member order", "application/json", "{\"z\": 1, \"a\": {\"y\": true, \"b\": null},\n \"n\": 1.50}",
+			`{"keys":["z","a","n"],"inner":["y","b"],"n":"1.5"}`},
+		{"JSON with escapes", "application/json; charset=utf-8", `{"a": {"<&>": "\u00e9"}, "n": 2}`, `{"keys":["a","n"],"inner":["<&>"],"n":"2"}`},
+		{"text", "text/plain", `{"n": 1}`, `{"text":"{\"n\": 1}"}`},
+		{"invalid JSON is text", "application/json", `{"n": 1,}`, `{"text":"{\"n\": 1,}"}`},
+		{"duplicate members are text", "application/json", `{"n": 1, "n": 2}`, `{"text":"{\"n\": 1, \"n\": 2}"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := len(dest.received())
+			r := e.do("user", http.MethodPost, "/proxy", tc.body, "SVC-PROXY-KEY", key, "Content-Type", tc.contentType)
+			tvWantStatus(t, r, http.StatusCreated, "invoke")
+			got := dest.received()
+			if len(got) != before+1 {
+				t.Fatalf("the destination got %d requests, want 1", len(got)-before)
+			}
+			if body := got[len(got)-1].body; body != tc.want {
+				t.Errorf("the transform saw %s, want %s", body, tc.want)
+			}
+		})
+	}
+}
+
 // TestProxyTransformRunsStartClean: runs of one proxy's transform share a
 // warm realm, yet a global or module-level value one run leaves behind is
 // never seen by the next, whoever calls.

@@ -50,6 +50,10 @@ var hostileCorpus = []hostileCase{
 	{"process.exit", `process.exit(1)`, []string{KindRuntime}, ""},
 	{"eval", `return { raw: eval('1+1') }`, []string{KindRuntime}, ""},
 	{"Function constructor", `return { raw: (function () {}).constructor('return 1')() }`, []string{KindRuntime}, ""},
+	// goja v0.0.0-20260917113740 panics (a nil pointer) on a Proxy whose ownKeys
+	// trap returns an array with a hole: the worker dies, only this run fails
+	{"engine panic: holey ownKeys, stringified", `return new Proxy({}, { ownKeys() { return [,] } })`, []string{KindCrash}, KindCrash},
+	{"engine panic: holey ownKeys, Object.keys", `return { raw: Object.keys(new Proxy({}, { ownKeys() { return [,] } })) }`, []string{KindCrash}, KindCrash},
 }
 
 // TestHostileCorpus runs every hostile line while a second tenant sends

@@ -37,7 +37,12 @@ type badgerKV struct {
 
 	closeOnce sync.Once
 	closeErr  error
+	closeMu   sync.RWMutex // held for reading by a sync, for writing by Close
+	closed    bool
 }
+
+// errKVClosed answers a sync that comes after Close.
+var errKVClosed = errors.New("the storage is closed")
 
 // stats reports the engine's sizes and GC passes.
 func (kv *badgerKV) stats() Stats {
@@ -82,12 +87,23 @@ func openBadger(o badgerOptions) (*badgerKV, error) {
 		dir := o.dir
 		var syncs atomic.Int64
 		kv.group = newGroupSync(func() error {
+			// a sync must never reach Badger after Close (its memtable is
+			// gone by then): Close waits for a running sync
+			kv.closeMu.RLock()
+			defer kv.closeMu.RUnlock()
+			if kv.closed {
+				return errKVClosed
+			}
 			// a new memtable log appears every few thousand syncs; advising
 			// it early keeps its syncs small (see adviseRandomAccess)
 			if syncs.Add(1)%256 == 1 {
 				adviseRandomAccess(dir)
 			}
-			return db.Sync()
+			if err := db.Sync(); err != nil {
+				kv.logger.Error("syncing the storage failed: every write is refused until the vault restarts", zap.Error(err))
+				return err
+			}
+			return nil
 		}, syncLinger)
 	}
 	kv.wg.Add(1)
@@ -160,16 +176,16 @@ func (kv *badgerKV) updateOnce(fn func(Writer) error) error {
 	if kv.group == nil {
 		return kv.db.Update(run)
 	}
-	kv.group.begin()
+	id := kv.group.begin()
 	ended := false
 	defer func() {
 		if !ended { // fn panicked: the sync must not wait for it
-			_ = kv.group.end(false)
+			_ = kv.group.end(id, false)
 		}
 	}()
 	err := kv.db.Update(run)
 	ended = true
-	if serr := kv.group.end(err == nil && wrote); serr != nil {
+	if serr := kv.group.end(id, err == nil && wrote); serr != nil {
 		return fmt.Errorf("syncing committed writes: %w", serr)
 	}
 	return err
@@ -238,6 +254,9 @@ func (kv *badgerKV) Close() error {
 	kv.closeOnce.Do(func() {
 		close(kv.stop)
 		kv.wg.Wait()
+		kv.closeMu.Lock()
+		kv.closed = true
+		kv.closeMu.Unlock()
 		kv.closeErr = kv.db.Close()
 	})
 	return kv.closeErr

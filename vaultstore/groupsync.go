@@ -1,6 +1,7 @@
 package vaultstore
 
 import (
+	"fmt"
 	"sync"
 	"time"
 )
@@ -13,6 +14,12 @@ import (
 // others, and nothing when the vault is idle.
 const syncLinger = 500 * time.Microsecond
 
+// lingerAge is how recently a running transaction must have begun for a
+// sync to wait for it: a request's transaction commits within
+// microseconds, while a long one (a key rotation batch, a tenant delete)
+// would otherwise make every sync wait the full linger while it runs.
+const lingerAge = 4 * syncLinger
+
 // groupSync makes committed writes durable with one fsync shared by every
 // transaction that committed before it started (group commit). Badger's
 // own SyncWrites syncs once per transaction, which caps durable writes at
@@ -21,79 +28,119 @@ const syncLinger = 500 * time.Microsecond
 // commit has finished.
 //
 // A transaction announces itself with begin before it runs. A writer that
-// is about to start a sync while other announced transactions are still
-// running lingers (at most linger) until they have committed, so they
-// share its sync instead of each starting the next one (PostgreSQL's
-// commit_delay with commit_siblings). A lone writer never waits.
+// is about to start a sync while other transactions that began within
+// lingerAge are still running lingers (at most linger) until they have
+// ended, so they share its sync instead of each starting the next one
+// (PostgreSQL's commit_delay with commit_siblings). A lone writer never
+// waits.
+//
+// A failed sync fails every write after it, until the store is opened
+// again: after a failed fsync the kernel may have dropped the dirty pages,
+// and a later sync that succeeds proves nothing about them.
 type groupSync struct {
 	sync   func() error
 	linger time.Duration
 
 	mu        sync.Mutex
 	cond      *sync.Cond
-	running   bool          // a sync is running or lingering
-	active    int           // transactions begun and not yet ended
-	joined    chan struct{} // closed when active reaches 0 while a sync lingers
-	started   uint64        // syncs begun
-	completed uint64        // the latest sync finished
-	err       error         // that sync's error
+	running   bool                 // a sync is running or lingering
+	active    map[uint64]time.Time // running transactions, by id: when each began
+	lastID    uint64
+	waitFor   map[uint64]bool // while a sync lingers: the transactions it waits for
+	joined    chan struct{}   // closed when waitFor empties
+	started   uint64          // syncs begun
+	completed uint64          // the latest sync finished
+	err       error           // the first failed sync's error, kept
 }
 
 func newGroupSync(syncFn func() error, linger time.Duration) *groupSync {
-	g := &groupSync{sync: syncFn, linger: linger}
+	g := &groupSync{sync: syncFn, linger: linger, active: map[uint64]time.Time{}}
 	g.cond = sync.NewCond(&g.mu)
 	return g
 }
 
-// begin announces a transaction that may need a sync. Every begin is
-// followed by one end.
-func (g *groupSync) begin() {
-	g.mu.Lock()
-	g.active++
-	g.mu.Unlock()
-}
-
-// end closes a transaction announced with begin. When it committed
-// writes, end returns once a sync that began after the commit has
-// finished, with that sync's error.
-func (g *groupSync) end(committed bool) error {
+// begin announces a transaction that may need a sync and returns its id.
+// Every begin is followed by one end with that id.
+func (g *groupSync) begin() uint64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.active--
-	if g.active == 0 && g.joined != nil {
-		close(g.joined)
-		g.joined = nil
+	g.lastID++
+	g.active[g.lastID] = time.Now()
+	return g.lastID
+}
+
+// end closes the transaction id. When it committed writes, end returns
+// once a sync that began after the commit has finished, with the error of
+// any sync that failed.
+func (g *groupSync) end(id uint64, committed bool) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.active, id)
+	if g.waitFor[id] {
+		delete(g.waitFor, id)
+		if len(g.waitFor) == 0 {
+			close(g.joined)
+			g.waitFor, g.joined = nil, nil
+		}
 	}
 	if !committed {
 		return nil
 	}
 	// a sync running now may have begun before our commit: we need the next
 	target := g.started + 1
-	for g.completed < target {
+	for g.completed < target && g.err == nil {
 		if g.running {
 			g.cond.Wait()
 			continue
 		}
 		g.running = true
-		if g.active > 0 && g.linger > 0 {
+		if g.linger > 0 {
 			g.lingerLocked()
 		}
 		g.started++
 		gen := g.started
 		g.mu.Unlock()
-		err := g.sync()
+		err := g.runSync()
 		g.mu.Lock()
 		g.running = false
-		g.completed, g.err = gen, err
+		g.completed = gen
+		if err != nil && g.err == nil {
+			g.err = err
+		}
 		g.cond.Broadcast()
 	}
 	return g.err
 }
 
-// lingerLocked waits, with g.mu released, until every running
-// transaction has ended or g.linger has passed. Writers that commit
-// meanwhile find g.running set and wait for the sync that follows.
+// runSync runs the sync, turning a panic into its error so that end keeps
+// its lock state (a panic between Unlock and Lock would leave end's
+// deferred Unlock to a mutex not held: a fatal error, not a panic).
+func (g *groupSync) runSync() (err error) {
+	defer func() {
+		if x := recover(); x != nil {
+			err = fmt.Errorf("sync panicked: %v", x)
+		}
+	}()
+	return g.sync()
+}
+
+// lingerLocked waits, with g.mu released, until every transaction that
+// began within lingerAge has ended, or g.linger has passed. Writers that
+// commit meanwhile find g.running set and wait for the sync that follows.
+// Call with g.mu held.
 func (g *groupSync) lingerLocked() {
+	young := time.Now().Add(-lingerAge)
+	for id, began := range g.active {
+		if began.After(young) {
+			if g.waitFor == nil {
+				g.waitFor = map[uint64]bool{}
+			}
+			g.waitFor[id] = true
+		}
+	}
+	if len(g.waitFor) == 0 {
+		return
+	}
 	joined := make(chan struct{})
 	g.joined = joined
 	g.mu.Unlock()
@@ -105,6 +152,6 @@ func (g *groupSync) lingerLocked() {
 	timer.Stop()
 	g.mu.Lock()
 	if g.joined == joined {
-		g.joined = nil
+		g.waitFor, g.joined = nil, nil
 	}
 }

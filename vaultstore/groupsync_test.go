@@ -8,48 +8,93 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dgraph-io/badger/v4"
 	"go.uber.org/zap"
 )
 
-// TestGroupSyncCoversEveryCommit: a waiter returns only after a sync that
-// began after it called; concurrent waiters share syncs.
+// TestGroupSyncCoversEveryCommit: a waiter returns only after a sync
+// that began after its commit has finished; concurrent waiters share
+// syncs.
 func TestGroupSyncCoversEveryCommit(t *testing.T) {
-	var syncs atomic.Int64
-	var lastStart atomic.Int64 // ns of the latest sync's start
+	type span struct{ start, end int64 } // ns
+	var (
+		mu    sync.Mutex
+		syncs []span
+	)
 	g := newGroupSync(func() error {
-		lastStart.Store(time.Now().UnixNano())
-		syncs.Add(1)
+		sp := span{start: time.Now().UnixNano()}
 		time.Sleep(2 * time.Millisecond)
+		sp.end = time.Now().UnixNano()
+		mu.Lock()
+		syncs = append(syncs, sp)
+		mu.Unlock()
 		return nil
 	}, time.Millisecond)
 	const waiters = 64
 	var wg sync.WaitGroup
 	for i := 0; i < waiters; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			g.begin()
-			called := time.Now().UnixNano()
-			if err := g.end(true); err != nil {
+		wg.Go(func() {
+			id := g.begin()
+			committed := time.Now().UnixNano()
+			if err := g.end(id, true); err != nil {
 				t.Error(err)
 			}
-			if lastStart.Load() < called {
-				t.Error("wait returned before a sync that began after the call")
+			returned := time.Now().UnixNano()
+			mu.Lock()
+			defer mu.Unlock()
+			for _, sp := range syncs {
+				if sp.start > committed && sp.end < returned {
+					return
+				}
 			}
-		}()
+			t.Error("end returned without a sync that began after the commit and finished before it returned")
+		})
 	}
 	wg.Wait()
-	if n := syncs.Load(); n >= waiters || n < 1 {
+	if n := len(syncs); n >= waiters || n < 1 {
 		t.Errorf("%d waiters took %d syncs; want fewer syncs than waiters", waiters, n)
 	}
 }
 
-func TestGroupSyncReturnsError(t *testing.T) {
+// TestGroupSyncFailureSticks: a failed sync fails its writers and every
+// write after it, even when the disk seems to recover (the kernel may have
+// dropped the pages the failed fsync was to write).
+func TestGroupSyncFailureSticks(t *testing.T) {
 	fail := errors.New("disk gone")
-	g := newGroupSync(func() error { return fail }, 0)
-	g.begin()
-	if err := g.end(true); !errors.Is(err, fail) {
-		t.Fatalf("got %v", err)
+	var failing atomic.Bool
+	failing.Store(true)
+	var syncs atomic.Int64
+	g := newGroupSync(func() error {
+		syncs.Add(1)
+		if failing.Load() {
+			return fail
+		}
+		return nil
+	}, 0)
+	if err := g.end(g.begin(), true); !errors.Is(err, fail) {
+		t.Fatalf("the write whose sync failed got %v", err)
+	}
+	failing.Store(false)
+	if err := g.end(g.begin(), true); !errors.Is(err, fail) {
+		t.Fatalf("a write after the failed sync got %v", err)
+	}
+	if n := syncs.Load(); n != 1 {
+		t.Errorf("%d syncs after a failure, want none after it", n-1)
+	}
+	if err := g.end(g.begin(), false); err != nil {
+		t.Errorf("a transaction that wrote nothing got %v", err)
+	}
+}
+
+// TestGroupSyncPanicKeepsLock: a sync that panics fails its writers and
+// leaves the group usable, instead of a fatal unlock of an unlocked mutex.
+func TestGroupSyncPanicKeepsLock(t *testing.T) {
+	g := newGroupSync(func() error { panic("memtable gone") }, 0)
+	if err := g.end(g.begin(), true); err == nil {
+		t.Fatal("a write whose sync panicked succeeded")
+	}
+	if err := g.end(g.begin(), true); err == nil {
+		t.Fatal("a write after a panicked sync succeeded")
 	}
 }
 
@@ -85,8 +130,7 @@ func TestGroupSyncLingers(t *testing.T) {
 	g := newGroupSync(func() error { syncs.Add(1); return nil }, time.Hour)
 
 	returnsWithin(t, "a lone writer", func() {
-		g.begin()
-		if err := g.end(true); err != nil {
+		if err := g.end(g.begin(), true); err != nil {
 			t.Error(err)
 		}
 	})
@@ -95,10 +139,9 @@ func TestGroupSyncLingers(t *testing.T) {
 	}
 
 	// A commits while B runs: A lingers until B commits, then one sync.
-	g.begin() // A
-	g.begin() // B
+	a, b := g.begin(), g.begin()
 	aDone := make(chan error, 1)
-	go func() { aDone <- g.end(true) }()
+	go func() { aDone <- g.end(a, true) }()
 	for !g.lingering() {
 		select {
 		case err := <-aDone:
@@ -108,7 +151,7 @@ func TestGroupSyncLingers(t *testing.T) {
 		}
 	}
 	returnsWithin(t, "B, the last running transaction", func() {
-		if err := g.end(true); err != nil {
+		if err := g.end(b, true); err != nil {
 			t.Error(err)
 		}
 	})
@@ -120,14 +163,13 @@ func TestGroupSyncLingers(t *testing.T) {
 	}
 
 	// A commits while C runs; C fails (ends without writing): A syncs at once.
-	g.begin() // A
-	g.begin() // C
+	a, c := g.begin(), g.begin()
 	aDone = make(chan error, 1)
-	go func() { aDone <- g.end(true) }()
+	go func() { aDone <- g.end(a, true) }()
 	for !g.lingering() {
 		time.Sleep(time.Millisecond)
 	}
-	if err := g.end(false); err != nil {
+	if err := g.end(c, false); err != nil {
 		t.Fatalf("a transaction that wrote nothing got %v", err)
 	}
 	returnsWithin(t, "A, after C ended without writing", func() {
@@ -143,14 +185,33 @@ func TestGroupSyncLingerIsBounded(t *testing.T) {
 	var syncs atomic.Int64
 	g := newGroupSync(func() error { syncs.Add(1); return nil }, 5*time.Millisecond)
 	g.begin() // stuck: never ends
-	g.begin()
+	id := g.begin()
 	returnsWithin(t, "a writer beside a stuck transaction", func() {
-		if err := g.end(true); err != nil {
+		if err := g.end(id, true); err != nil {
 			t.Error(err)
 		}
 	})
 	if n := syncs.Load(); n != 1 {
 		t.Fatalf("%d syncs, want 1", n)
+	}
+}
+
+// TestGroupSyncIgnoresOldTransactions: a transaction that has run longer
+// than lingerAge (a rotation batch, a tenant delete) does not make syncs
+// wait: a lone request beside it is answered without the linger.
+func TestGroupSyncIgnoresOldTransactions(t *testing.T) {
+	g := newGroupSync(func() error { return nil }, time.Hour)
+	long := g.begin()
+	g.mu.Lock()
+	g.active[long] = time.Now().Add(-2 * lingerAge)
+	g.mu.Unlock()
+	returnsWithin(t, "a writer beside a long transaction", func() {
+		if err := g.end(g.begin(), true); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := g.end(long, true); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -174,7 +235,7 @@ func TestUpdatePanicEndsItsTransaction(t *testing.T) {
 		})
 	}()
 	kv.group.mu.Lock()
-	active := kv.group.active
+	active := len(kv.group.active)
 	kv.group.mu.Unlock()
 	if active != 0 {
 		t.Fatalf("%d transactions still counted as running after the panic", active)
@@ -235,4 +296,31 @@ func BenchmarkDurableWriteAlone(b *testing.B) {
 		syncTime += time.Since(began)
 	}
 	b.ReportMetric(float64(syncTime.Microseconds())/float64(b.N), "sync-µs")
+}
+
+// TestCloseWhileSyncLingers: closing the storage while a write's sync
+// lingers fails that write, or lets it finish, but never reaches Badger's
+// Sync after Close (whose memtable is gone: a nil dereference there used
+// to kill the process).
+func TestCloseWhileSyncLingers(t *testing.T) {
+	for i := range 5 {
+		kv, err := openBadger(badgerOptions{dir: t.TempDir(), syncWrites: true, logger: zap.NewNop()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		kv.group.begin() // a sibling that never ends: the write's sync lingers
+		done := make(chan error, 1)
+		go func() {
+			done <- kv.Update(t.Context(), func(w Writer) error { return w.Put([]byte("k"), []byte("v"), 0) })
+		}()
+		time.Sleep(time.Duration(i*100) * time.Microsecond)
+		if err := kv.Close(); err != nil {
+			t.Fatal(err)
+		}
+		returnsWithin(t, "the write", func() {
+			if err := <-done; err != nil && !errors.Is(err, errKVClosed) && !errors.Is(err, badger.ErrDBClosed) {
+				t.Errorf("round %d: the write got %v, want success or a closed store", i, err)
+			}
+		})
+	}
 }

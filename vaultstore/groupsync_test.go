@@ -324,3 +324,38 @@ func TestCloseWhileSyncLingers(t *testing.T) {
 		})
 	}
 }
+
+// TestStoreRefusesWritesAfterFailedSync: once a sync fails, the store
+// acknowledges no write (a token create, the health check's write) even
+// when later syncs would succeed, so the health check reports it.
+func TestStoreRefusesWritesAfterFailedSync(t *testing.T) {
+	clock := newFakeClock()
+	dir := t.TempDir()
+	s := openTestStore(t, Options{Dir: dir, Now: clock.Now, SyncWrites: true})
+	w := newTWWorldOn(t, s, clock, dir, nil)
+	req := w.req("admin")
+	if err := s.CheckHealth(w.ctx); err != nil {
+		t.Fatalf("health before the failure: %v", err)
+	}
+	engine, ok := engineAs[*badgerKV](s.kv)
+	if !ok || engine.group == nil {
+		t.Fatal("no Badger engine with group commit under the store")
+	}
+	diskGone := errors.New("injected: fsync failed")
+	working := engine.group.sync
+	engine.group.mu.Lock()
+	engine.group.sync = func() error { return diskGone }
+	engine.group.mu.Unlock()
+	if _, err := s.CreateToken(w.ctx, req, TokenInput{Type: "card", Data: twCard(twVisa, twCVC)}); !errors.Is(err, diskGone) {
+		t.Fatalf("a create whose sync failed: %v, want the sync's error", err)
+	}
+	engine.group.mu.Lock()
+	engine.group.sync = working // the disk seems to be back
+	engine.group.mu.Unlock()
+	if _, err := s.CreateToken(w.ctx, req, TokenInput{Type: "card", Data: twCard(twVisa, twCVC)}); !errors.Is(err, diskGone) {
+		t.Fatalf("a create after the failed sync: %v, want the sync's error", err)
+	}
+	if err := s.CheckHealth(w.ctx); !errors.Is(err, diskGone) {
+		t.Fatalf("health after the failed sync: %v, want the sync's error", err)
+	}
+}

@@ -143,22 +143,34 @@ func (p *jsonParser) object() (goja.Value, error) {
 		if err := o.DefineDataProperty(key, v, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_TRUE); err != nil {
 			return nil, err
 		}
-		p.space()
-		if p.i >= len(p.s) {
-			return nil, errJSONSyntax
+		closed, err := p.next('}')
+		if err != nil {
+			return nil, err
 		}
-		switch p.s[p.i] {
-		case ',':
-			p.i++
-			p.space()
-		case '}':
-			p.i++
-			p.depth--
+		if closed {
 			return o, nil
-		default:
-			return nil, errJSONSyntax
 		}
 	}
+}
+
+// next reads what follows a member or an element: a comma, or close,
+// which ends the container (closed).
+func (p *jsonParser) next(close byte) (closed bool, err error) {
+	p.space()
+	if p.i >= len(p.s) {
+		return false, errJSONSyntax
+	}
+	switch p.s[p.i] {
+	case ',':
+		p.i++
+		p.space()
+		return false, nil
+	case close:
+		p.i++
+		p.depth--
+		return true, nil
+	}
+	return false, errJSONSyntax
 }
 
 func (p *jsonParser) array() (goja.Value, error) {
@@ -177,20 +189,12 @@ func (p *jsonParser) array() (goja.Value, error) {
 			return nil, err
 		}
 		items = append(items, v)
-		p.space()
-		if p.i >= len(p.s) {
-			return nil, errJSONSyntax
+		closed, err := p.next(']')
+		if err != nil {
+			return nil, err
 		}
-		switch p.s[p.i] {
-		case ',':
-			p.i++
-			p.space()
-		case ']':
-			p.i++
-			p.depth--
+		if closed {
 			return p.vm.NewArray(items...), nil
-		default:
-			return nil, errJSONSyntax
 		}
 	}
 }

@@ -53,12 +53,18 @@ func (b *auditBatcher) expect() *auditExpectation {
 }
 
 // done ends the announcement if write has not.
-func (e *auditExpectation) done() {
-	if !e.open {
+func (e *auditExpectation) done() { e.end(true) }
+
+// end ends the announcement once. With wake, a batch lingering for it is
+// told to stop when no announced read is left; write ends it without,
+// since the record it is about to queue is what the batch waits for (a
+// wake-up could end the linger just before the record arrives).
+func (e *auditExpectation) end(wake bool) {
+	if e == nil || !e.open {
 		return
 	}
 	e.open = false
-	if e.b.expected.Add(-1) == 0 {
+	if e.b.expected.Add(-1) == 0 && wake {
 		select { // a lingering batch waits for nothing more
 		case e.b.wake <- struct{}{}:
 		default:
@@ -80,10 +86,7 @@ func newAuditBatcher(kv KV, stop <-chan struct{}, linger time.Duration) *auditBa
 // batch holding them is durable.
 func (b *auditBatcher) write(ctx context.Context, exp *auditExpectation, puts []*pendingPut) error {
 	w := &auditWrite{puts: puts, done: make(chan error, 1)}
-	if exp != nil && exp.open { // before the send: a lingering batch that takes w must not wait for it
-		exp.open = false
-		b.expected.Add(-1)
-	}
+	exp.end(false) // before the send: a lingering batch that takes w must not wait for it
 	select {
 	case b.reqs <- w:
 	case <-b.stop:

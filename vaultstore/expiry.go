@@ -65,9 +65,32 @@ func ParseExpiresAt(s string, now time.Time) (time.Time, error) {
 // result keeps the caller's offset as a fixed zone (UTC when the offset is
 // zero or absent). Failures are *ValidationError on field and never quote s.
 func ParseDateTime(field, s string) (time.Time, error) {
+	t, _, problem := parseDateTime(s)
+	switch problem {
+	case dateTimeBadForm:
+		return time.Time{}, invalid(field, expiresAtFormats)
+	case dateTimeBadOffset:
+		return time.Time{}, invalid(field, "offset must be between -14:00 and +14:00")
+	}
+	return t, nil
+}
+
+// dateTimeProblem says why parseDateTime refused a value.
+type dateTimeProblem int
+
+const (
+	dateTimeOK dateTimeProblem = iota
+	dateTimeBadForm
+	dateTimeBadOffset
+)
+
+// parseDateTime is ParseDateTime without the error wording, shared with
+// the search query's date terms; dateOnly reports a form without a time
+// of day.
+func parseDateTime(s string) (t time.Time, dateOnly bool, problem dateTimeProblem) {
 	s = strings.ToUpper(strings.TrimSpace(s)) // "t", "z", "am", "pm"
 	if len(s) > 64 {
-		return time.Time{}, invalid(field, expiresAtFormats)
+		return time.Time{}, false, dateTimeBadForm
 	}
 	for _, f := range expiresAtLayouts {
 		t, err := time.Parse(f.layout, s)
@@ -77,7 +100,7 @@ func ParseDateTime(field, s string) (time.Time, error) {
 		if f.hasZone {
 			_, off := t.Zone()
 			if off > maxExpiresAtOffset || off < -maxExpiresAtOffset {
-				return time.Time{}, invalid(field, "offset must be between -14:00 and +14:00")
+				return time.Time{}, false, dateTimeBadOffset
 			}
 			if off == 0 {
 				t = t.UTC()
@@ -87,9 +110,10 @@ func ParseDateTime(field, s string) (time.Time, error) {
 				t = t.In(time.FixedZone("", off))
 			}
 		}
-		return t, nil
+		dateOnly = !strings.Contains(f.layout, "15") && !strings.Contains(f.layout, "3:04")
+		return t, dateOnly, dateTimeOK
 	}
-	return time.Time{}, invalid(field, expiresAtFormats)
+	return time.Time{}, false, dateTimeBadForm
 }
 
 // MaxExpiresAtYears bounds how far ahead a token may expire; a token

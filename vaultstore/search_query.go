@@ -87,6 +87,7 @@ const (
 	msgUnclosedRange     = "this range is not closed"
 	msgBadDate           = "expected an ISO 8601 date (2024-01-31) or date-time (2024-01-31T13:24:28Z, 2024-01-31T13:24:28+02:00)"
 	msgDateOffset        = "a date-time offset must be between -14:00 and +14:00"
+	msgDateYear          = "a date-time must fall within the years 0000 to 9999 in UTC"
 	msgRangeEmpty        = "the range is empty: its start is not before its end"
 )
 
@@ -765,25 +766,24 @@ func (p *sqParser) parseRange(t *searchTerm) *queryError {
 }
 
 // parseSearchTime reads an ISO 8601 date or date-time (the layouts
-// expires_at accepts); dateOnly reports a date without a time, which
-// stands for the whole UTC day.
+// expires_at accepts) as UTC; dateOnly reports a date without a time,
+// which stands for the whole UTC day. A time whose UTC year falls outside
+// 0000-9999 is refused: ISO 8601 has no four-digit form for it, so the
+// query's canonical text could not say it.
 func parseSearchTime(v sqToken) (time.Time, bool, *queryError) {
-	s := strings.ToUpper(strings.TrimSpace(v.text))
-	if len(s) > 64 || v.wild {
+	if v.wild {
 		return time.Time{}, false, &queryError{v.pos, msgBadDate}
 	}
-	for _, f := range expiresAtLayouts {
-		t, err := time.Parse(f.layout, s)
-		if err != nil {
-			continue
-		}
-		if f.hasZone {
-			if _, off := t.Zone(); off > maxExpiresAtOffset || off < -maxExpiresAtOffset {
-				return time.Time{}, false, &queryError{v.pos, msgDateOffset}
-			}
-		}
-		dateOnly := !strings.Contains(f.layout, "15") && !strings.Contains(f.layout, "3:04")
-		return t.UTC(), dateOnly, nil
+	t, dateOnly, problem := parseDateTime(v.text)
+	switch problem {
+	case dateTimeBadForm:
+		return time.Time{}, false, &queryError{v.pos, msgBadDate}
+	case dateTimeBadOffset:
+		return time.Time{}, false, &queryError{v.pos, msgDateOffset}
 	}
-	return time.Time{}, false, &queryError{v.pos, msgBadDate}
+	t = t.UTC()
+	if y := t.Year(); y < 0 || y > 9999 {
+		return time.Time{}, false, &queryError{v.pos, msgDateYear}
+	}
+	return t, dateOnly, nil
 }

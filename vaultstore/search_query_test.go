@@ -209,6 +209,8 @@ func TestParseSearchQueryErrors(t *testing.T) {
 		{`created_at:[yesterday TO *]`, 13, msgBadDate},
 		{`created_at:[2024-13-01 TO *]`, 13, msgBadDate},
 		{`created_at:[* TO 2024-01-01T00:00:00+15:00]`, 18, msgDateOffset},
+		{`modified_at:{* TO 0000-01-01T0:00:00+01:00]`, 19, msgDateYear},
+		{`created_at:[9999-12-31T23:00:00-02:00 TO *]`, 13, msgDateYear},
 		{`created_at:[2024-02-01 TO 2024-01-01]`, 12, msgRangeEmpty},
 		{`created_at:{2024-01-01 TO 2024-01-02}`, 12, msgRangeEmpty},
 		{`created_at:{2024-01-01T00:00:00Z TO 2024-01-01T00:00:00Z]`, 12, msgRangeEmpty},
@@ -282,7 +284,7 @@ var sqMessages = []string{
 	msgUnclosedParen, msgUnmatchedParen, msgNeedField, msgUnknownField, msgExpectValue, msgGroupedValue,
 	msgUnclosedQuote, msgBadQuoteEscape, msgDanglingEscape, msgEmptyValue, msgWildcardField, msgUnknownType,
 	msgBadContainer, msgContainerWildcard, msgRangeField, msgRangeBound, msgRangeTo, msgRangeClose,
-	msgUnclosedRange, msgBadDate, msgDateOffset, msgRangeEmpty,
+	msgUnclosedRange, msgBadDate, msgDateOffset, msgDateYear, msgRangeEmpty,
 }
 
 var sqErrPattern = regexp.MustCompile(`^position ([0-9]+): (.*)$`)

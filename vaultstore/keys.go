@@ -16,8 +16,7 @@ package vaultstore
 //	v1/t/{tenant}/fpc/{fingerprint}        dedupe claim: the token that first held a fingerprint
 //	v1/t/{tenant}/fpx/{fingerprint}/{token}  every token holding a fingerprint
 //	v1/t/{tenant}/six/{index hash}/{token}   search index entry (keyed hash, never the value)
-//	v1/t/{tenant}/usage/{type}/{ns hex}{rand}  a change to a type's token count, written without a read
-//	v1/t/{tenant}/usage/{type}/total       the changes folded so far
+//	v1/t/{tenant}/usage/...                token counts by type and container (see usageDeltaKey)
 //	v1/t/{tenant}/mat/{yyyymm}/{token}     monthly active token marker
 //	v1/exp/{expires ns hex}/{tenant}/{token}  expiry queue for the purge sweep; value is the type
 //	v1/deleting/{tenant}                   a deleted tenant whose records are still being removed
@@ -98,12 +97,42 @@ func searchIndexPrefix(tenantID, hash string) []byte {
 	return []byte(keyVersion + "t/" + tenantID + "/six/" + hash + "/")
 }
 
-func usageDeltaKey(tenantID, tokenType string, at time.Time, nonce uint64) []byte {
-	return fmt.Appendf(nil, "%st/%s/usage/%s/%016x%016x", keyVersion, tenantID, tokenType, at.UnixNano(), nonce)
+// Token counts are kept per type and container (the container in hex, so
+// its slashes do not split the key), as totals and as changes written
+// without a read into the tenant's current epoch; folding closes the
+// epoch first, so that no change lands in an epoch being folded, and the
+// folded changes' deletion marks lie in prefixes no later read visits.
+//
+//	usage/e                                       the current epoch (8 bytes); absent: 1
+//	usage/f                                       the last epoch folded into the totals; absent: 0
+//	usage/t/{type}/{container hex}                a total
+//	usage/d/{epoch hex}/{type}/{container hex}/{ns hex}{nonce hex}  a change
+func usageDeltaKey(tenantID string, epoch uint64, tokenType, container string, at time.Time, nonce uint64) []byte {
+	return fmt.Appendf(nil, "%st/%s/usage/d/%016x/%s/%x/%016x%016x", keyVersion, tenantID, epoch, tokenType, container, at.UnixNano(), nonce)
 }
 
-func usageTotalKey(tenantID, tokenType string) []byte {
-	return []byte(keyVersion + "t/" + tenantID + "/usage/" + tokenType + "/total")
+func usageChangesPrefix(tenantID string) []byte {
+	return []byte(keyVersion + "t/" + tenantID + "/usage/d/")
+}
+
+func usageEpochPrefix(tenantID string, epoch uint64) []byte {
+	return fmt.Appendf(nil, "%st/%s/usage/d/%016x/", keyVersion, tenantID, epoch)
+}
+
+func usageTotalKey(tenantID, tokenType, container string) []byte {
+	return fmt.Appendf(nil, "%st/%s/usage/t/%s/%x", keyVersion, tenantID, tokenType, container)
+}
+
+func usageTotalPrefix(tenantID string) []byte {
+	return []byte(keyVersion + "t/" + tenantID + "/usage/t/")
+}
+
+func usageCurrentEpochKey(tenantID string) []byte {
+	return []byte(keyVersion + "t/" + tenantID + "/usage/e")
+}
+
+func usageFoldedEpochKey(tenantID string) []byte {
+	return []byte(keyVersion + "t/" + tenantID + "/usage/f")
 }
 
 func usagePrefix(tenantID string) []byte { return []byte(keyVersion + "t/" + tenantID + "/usage/") }

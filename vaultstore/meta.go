@@ -11,7 +11,7 @@ import (
 
 // FormatVersion is the store layout this build reads and writes (see
 // migrate.go for the history).
-const FormatVersion = 2
+const FormatVersion = 3
 
 // metaFileName names the small file beside Badger's files that records the
 // store's format and a check value of its master key. It is read before

@@ -2,12 +2,14 @@ package vaultstore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -18,6 +20,8 @@ import (
 //	1  the first release
 //	2  token order entries carry the token type, so search decides type
 //	   terms without opening records
+//	3  token counts are kept by type and container, not by type alone, so
+//	   a list takes its total from them instead of visiting every token
 //
 // A store of an older format is copied aside (a plain copy of the
 // directory, taken before Badger opens it) and migrated forward when it
@@ -29,6 +33,7 @@ import (
 // migrations[n] moves a store from format n to n+1.
 var migrations = map[int]func(*Store, context.Context) error{
 	1: (*Store).migrateOrderTypes,
+	2: (*Store).migrateCountsByContainer,
 }
 
 // backupBeforeMigration copies the storage directory to a sibling named
@@ -97,16 +102,24 @@ func (s *Store) migrate(ctx context.Context, meta *storeMeta) error {
 	return nil
 }
 
-// migrateOrderTypes (1 → 2) adds each token's type to its order entry.
-func (s *Store) migrateOrderTypes(ctx context.Context) error {
+// tenantIDs lists the ids of every tenant the store holds.
+func (s *Store) tenantIDs(ctx context.Context) ([]string, error) {
 	var tenants []string
-	if err := s.kv.View(ctx, func(r Reader) error {
+	err := s.kv.View(ctx, func(r Reader) error {
+		tenants = tenants[:0]
 		prefix := tenantPrefix()
 		return r.Scan(prefix, nil, func(key, _ []byte) error {
 			tenants = append(tenants, string(key[len(prefix):]))
 			return nil
 		})
-	}); err != nil {
+	})
+	return tenants, err
+}
+
+// migrateOrderTypes (1 → 2) adds each token's type to its order entry.
+func (s *Store) migrateOrderTypes(ctx context.Context) error {
+	tenants, err := s.tenantIDs(ctx)
+	if err != nil {
 		return err
 	}
 	for _, tid := range tenants {
@@ -160,6 +173,86 @@ func (s *Store) migrateOrderTypes(ctx context.Context) error {
 				return err
 			}
 			after = keys[len(keys)-1]
+		}
+	}
+	return nil
+}
+
+// migrateCountsByContainer (2 → 3) recounts each tenant's tokens by type
+// and container from its order entries, which name both, and replaces the
+// counts by type. The latest creation time of each type is kept, also for
+// a type whose tokens are all gone. The new totals are written before the
+// old counts are deleted, and a run after an interruption takes them in,
+// so the migration can run again.
+func (s *Store) migrateCountsByContainer(ctx context.Context) error {
+	tenants, err := s.tenantIDs(ctx)
+	if err != nil {
+		return err
+	}
+	for _, tid := range tenants {
+		cells := map[usageCell]TypeMetrics{}
+		var old [][]byte
+		err := s.kv.View(ctx, func(r Reader) error {
+			clear(cells)
+			old = old[:0]
+			prefix := usagePrefix(tid)
+			if err := r.Scan(prefix, nil, func(key, raw []byte) error {
+				rest := string(key[len(prefix):])
+				var typ string
+				switch strings.Count(rest, "/") {
+				case 1: // format 2: {type}/total or {type}/{change}
+					typ, _, _ = strings.Cut(rest, "/")
+					old = append(old, key)
+				case 2: // a total of an interrupted run: t/{type}/{container hex}
+					typ = strings.Split(rest, "/")[1]
+				default:
+					return nil
+				}
+				var d usageDelta
+				if err := json.Unmarshal(raw, &d); err != nil {
+					return fmt.Errorf("usage count: %w", err)
+				}
+				c := usageCell{typ, "/"} // only the time is kept: the counts are redone below
+				m := cells[c]
+				m.add(TypeMetrics{LastCreatedAt: d.LastCreatedAt})
+				cells[c] = m
+				return nil
+			}); err != nil {
+				return err
+			}
+			prefix = tokenOrderPrefix(tid)
+			return r.Scan(prefix, nil, func(key, value []byte) error {
+				o := parseOrderValue(value)
+				created, ok := orderCreated(key[len(prefix):])
+				if !ok || o.tokenType == "" {
+					return fmt.Errorf("token order entry %s: malformed", lastSegment(key))
+				}
+				c := usageCell{o.tokenType, o.container}
+				m := cells[c]
+				m.add(TypeMetrics{Count: 1, LastCreatedAt: &Timestamp{created.UTC()}})
+				cells[c] = m
+				return nil
+			})
+		})
+		if err != nil {
+			return fmt.Errorf("tenant %s: %w", tid, err)
+		}
+		if err := s.kv.Update(ctx, func(w Writer) error { return putUsageTotals(w, tid, cells) }); err != nil {
+			return fmt.Errorf("tenant %s: %w", tid, err)
+		}
+		for len(old) > 0 {
+			batch := old[:min(len(old), resealBatch)]
+			if err := s.kv.Update(ctx, func(w Writer) error {
+				for _, k := range batch {
+					if err := w.Delete(k); err != nil {
+						return err
+					}
+				}
+				return nil
+			}); err != nil {
+				return fmt.Errorf("tenant %s: %w", tid, err)
+			}
+			old = old[len(batch):]
 		}
 	}
 	return nil

@@ -41,7 +41,8 @@ func fixtureStore(t *testing.T, name string) (string, map[string]any) {
 }
 
 // TestMigrateFormat1: a format 1 store (testdata/stores/format1) opens,
-// is copied aside, migrated, and reads as before.
+// is copied aside, migrated through every later format, and reads as
+// before.
 func TestMigrateFormat1(t *testing.T) {
 	dir, facts := fixtureStore(t, "format1")
 	key, _ := base64.StdEncoding.DecodeString(facts["master_key"].(string))
@@ -79,6 +80,14 @@ func TestMigrateFormat1(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// the counts by type became counts by type and container
+	ids := facts["token_ids"].([]any)
+	if _, total, err := s.ListTokens(ctx, req, TokenFilter{}, 0, 1); err != nil || total != len(ids) {
+		t.Errorf("list total after the migration: %d, %v; want %d", total, err, len(ids))
+	}
+	if rep, err := s.Usage(ctx, p.Tenant); err != nil || rep.TotalTokens != int64(len(ids)) || rep.TokenReport.MetricsByType["bank"].Count != 1 {
+		t.Errorf("usage after the migration: %+v, %v", rep, err)
 	}
 	toks, total, err := s.SearchTokens(ctx, req, "type:bank", 0, 10)
 	if err != nil || total != 1 || len(toks) != 1 || toks[0].Type != "bank" {

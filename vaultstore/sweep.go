@@ -100,7 +100,7 @@ func (s *Store) purgeOne(ctx context.Context, key []byte, now time.Time) error {
 			return err
 		}
 		purged = rec.Type
-		return s.countToken(w, rec.Type, tid, -1, nil)
+		return s.countToken(w, &rec, -1, nil)
 	})
 	if err == nil && purged != "" {
 		s.emit(EventTokenExpired, purged, 1)

@@ -2,6 +2,7 @@ package vaultstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 )
@@ -85,6 +86,11 @@ func (s *Store) UpdateToken(ctx context.Context, req TokenRequest, id string, pa
 		}
 		if err := s.writeToken(w, tk, next); err != nil {
 			return err
+		}
+		if next.container() != old.container() { // the count moves with the token
+			if err := errors.Join(s.countToken(w, old, -1, nil), s.countToken(w, next, 1, nil)); err != nil {
+				return err
+			}
 		}
 		if err := s.writeAudit(w, tk, t, byApp(req.Application, "token", id, "update", "token updated")); err != nil {
 			return err

@@ -364,7 +364,7 @@ func (s *Store) insertToken(w Writer, tk *tenantKeys, rec *tokenRecord, dedupe, 
 		if err := s.writeToken(w, tk, rec); err != nil {
 			return nil, false, err
 		}
-		if err := s.countToken(w, rec.Type, tid, 1, rec.CreatedAt); err != nil {
+		if err := s.countToken(w, rec, 1, rec.CreatedAt); err != nil {
 			return nil, false, err
 		}
 		return rec, false, w.Put(activeTokenKey(tid, s.now(), rec.ID), nil, activeMarkerTTL)
@@ -380,7 +380,7 @@ func (s *Store) insertToken(w Writer, tk *tenantKeys, rec *tokenRecord, dedupe, 
 		if err := s.removeToken(w, &old); err != nil {
 			return nil, false, err
 		}
-		if err := s.countToken(w, old.Type, tid, -1, nil); err != nil {
+		if err := s.countToken(w, &old, -1, nil); err != nil {
 			return nil, false, err
 		}
 	} else if !errors.Is(err, ErrNotFound) {
@@ -389,7 +389,7 @@ func (s *Store) insertToken(w Writer, tk *tenantKeys, rec *tokenRecord, dedupe, 
 	if err := s.writeToken(w, tk, rec); err != nil {
 		return nil, false, err
 	}
-	if err := s.countToken(w, rec.Type, tid, 1, rec.CreatedAt); err != nil {
+	if err := s.countToken(w, rec, 1, rec.CreatedAt); err != nil {
 		return nil, false, err
 	}
 	return rec, false, s.markActive(w, tid, rec.ID)
@@ -558,13 +558,19 @@ type usageDelta struct {
 	LastCreatedAt *Timestamp `json:"last_created_at,omitempty"`
 }
 
-// countToken records delta tokens of a type.
-func (s *Store) countToken(w Writer, tokenType, tenantID string, delta int64, created *Timestamp) error {
+// countToken records that rec's type and container gained delta tokens;
+// created is the creation time when delta counts a new token. The change
+// goes into the tenant's current epoch, which it reads (see foldUsage).
+func (s *Store) countToken(w Writer, rec *tokenRecord, delta int64, created *Timestamp) error {
 	raw, err := json.Marshal(usageDelta{Count: delta, LastCreatedAt: created})
 	if err != nil {
 		return err
 	}
-	return w.Put(usageDeltaKey(tenantID, tokenType, s.now(), rand.Uint64()), raw, 0)
+	epoch, _, err := usageEpochs(w, rec.TenantID)
+	if err != nil {
+		return err
+	}
+	return w.Put(usageDeltaKey(rec.TenantID, epoch, rec.Type, rec.container(), s.now(), rand.Uint64()), raw, 0)
 }
 
 // markActive records that a token was created, read or used this month.
@@ -790,11 +796,14 @@ func (f TokenFilter) matches(rec *tokenRecord) bool {
 
 // ListTokens returns one page of the tokens the caller may read that
 // match the filter, oldest first, shaped for the caller, and how many
-// match in all. Tokens the caller may not read are not counted.
+// match in all. Tokens the caller may not read are not counted. Unless
+// the filter names ids, metadata or a fingerprint, the total comes from
+// the kept counts and the scan stops once the page is full.
 func (s *Store) ListTokens(ctx context.Context, req TokenRequest, f TokenFilter, offset, limit int) ([]*Token, int, error) {
 	var (
-		page  []*tokenRecord
-		total int
+		page   []*tokenRecord
+		total  int
+		deltas int
 	)
 	keep := func(rec *tokenRecord) {
 		if total >= offset && len(page) < limit {
@@ -829,7 +838,17 @@ func (s *Store) ListTokens(ctx context.Context, req TokenRequest, f TokenFilter,
 			return nil
 		}
 		now := s.now()
-		return r.Scan(tokenOrderPrefix(req.Tenant.ID), nil, func(key, value []byte) error {
+		counted := f.countedFilter()
+		var countedTotal int
+		if counted {
+			if countedTotal, deltas, err = s.liveTokenTotal(r, tk, req, f, now); err != nil {
+				return err
+			}
+		}
+		err = r.Scan(tokenOrderPrefix(req.Tenant.ID), nil, func(key, value []byte) error {
+			if counted && len(page) >= limit {
+				return ErrStopScan
+			}
 			o := parseOrderValue(value)
 			if !o.expires.IsZero() && !now.Before(o.expires) {
 				return nil
@@ -854,10 +873,15 @@ func (s *Store) ListTokens(ctx context.Context, req TokenRequest, f TokenFilter,
 			}
 			return nil
 		})
+		if counted {
+			total = countedTotal
+		}
+		return err
 	})
 	if err != nil {
 		return nil, 0, err
 	}
+	s.foldUsageIfNeeded(ctx, req.Tenant.ID, deltas)
 	out := make([]*Token, 0, len(page))
 	ids := make([]string, 0, len(page))
 	for _, rec := range page {
@@ -901,7 +925,7 @@ func (s *Store) DeleteToken(ctx context.Context, req TokenRequest, id string) er
 			return err
 		}
 		tokenType = rec.Type
-		return s.countToken(w, rec.Type, rec.TenantID, -1, nil)
+		return s.countToken(w, rec, -1, nil)
 	})
 	if err == nil {
 		s.emit(EventTokenDeleted, tokenType, 1)

@@ -1,8 +1,12 @@
 package vaultstore
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -44,15 +48,20 @@ func (s *Store) Usage(ctx context.Context, t *Tenant) (*UsageReport, error) {
 	var deltas int
 	err := s.kv.View(ctx, func(r Reader) error {
 		deltas = 0
-		byType, n, err := sumUsage(r, t.ID)
+		cells, n, err := sumUsage(r, t.ID)
 		if err != nil {
 			return err
 		}
 		deltas = n
-		for typ, m := range byType {
-			rep.TokenReport.MetricsByType[typ] = m
+		clear(rep.TokenReport.MetricsByType)
+		rep.TokenReport.TotalTokens = 0
+		for cell, m := range cells {
+			byType := rep.TokenReport.MetricsByType[cell.tokenType]
+			byType.add(m)
+			rep.TokenReport.MetricsByType[cell.tokenType] = byType
 			rep.TokenReport.TotalTokens += m.Count
 		}
+		rep.TokenReport.MonthlyActiveTokens = 0
 		return r.Scan(activeTokenPrefix(t.ID, s.now()), nil, func(_, _ []byte) error {
 			rep.TokenReport.MonthlyActiveTokens++
 			return nil
@@ -62,71 +71,188 @@ func (s *Store) Usage(ctx context.Context, t *Tenant) (*UsageReport, error) {
 		return nil, err
 	}
 	rep.TotalTokens = rep.TokenReport.TotalTokens
-	if deltas >= foldThreshold {
-		if err := s.foldUsage(ctx, t.ID); err != nil {
-			s.logger.Warn("folding usage counts failed", zap.Error(err))
-		}
-	}
+	s.foldUsageIfNeeded(ctx, t.ID, deltas)
 	return rep, nil
 }
 
-// sumUsage adds up a tenant's usage totals and deltas by type, and
-// counts the deltas.
-func sumUsage(r Reader, tenantID string) (map[string]TypeMetrics, int, error) {
-	out := map[string]TypeMetrics{}
-	deltas := 0
-	prefix := usagePrefix(tenantID)
-	err := r.Scan(prefix, nil, func(key, raw []byte) error {
-		typ, rest, _ := strings.Cut(string(key[len(prefix):]), "/")
-		if rest != "total" {
-			deltas++
+// add adds m's count to c and keeps the later creation time.
+func (c *TypeMetrics) add(m TypeMetrics) {
+	c.Count += m.Count
+	if m.LastCreatedAt != nil && (c.LastCreatedAt == nil || m.LastCreatedAt.After(c.LastCreatedAt.Time)) {
+		c.LastCreatedAt = m.LastCreatedAt
+	}
+}
+
+// usageCell is what a token count is kept for: one type in one container.
+type usageCell struct{ tokenType, container string }
+
+// usageEpochs reads a tenant's current epoch (the one changes go into) and
+// the last epoch folded into the totals.
+func usageEpochs(r Reader, tenantID string) (current, folded uint64, err error) {
+	read := func(key []byte, absent uint64) (uint64, error) {
+		v, err := r.Get(key)
+		if errors.Is(err, ErrNotFound) {
+			return absent, nil
+		} else if err != nil {
+			return 0, err
+		}
+		if len(v) != 8 {
+			return 0, fmt.Errorf("usage epoch: malformed")
+		}
+		return binary.BigEndian.Uint64(v), nil
+	}
+	if current, err = read(usageCurrentEpochKey(tenantID), 1); err != nil {
+		return 0, 0, err
+	}
+	folded, err = read(usageFoldedEpochKey(tenantID), 0)
+	return current, folded, err
+}
+
+// putUsageEpoch writes an epoch number.
+func putUsageEpoch(w Writer, key []byte, epoch uint64) error {
+	return w.Put(key, binary.BigEndian.AppendUint64(nil, epoch), 0)
+}
+
+// sumUsage adds up a tenant's token count totals and the changes not yet
+// folded, by type and container, and counts the changes. It reads only the
+// totals and the epochs not yet folded.
+func sumUsage(r Reader, tenantID string) (map[usageCell]TypeMetrics, int, error) {
+	current, folded, err := usageEpochs(r, tenantID)
+	if err != nil {
+		return nil, 0, err
+	}
+	return sumUsageEpochs(r, tenantID, folded, current)
+}
+
+// sumUsageEpochs is sumUsage over the totals and the changes of the
+// epochs after folded up to through.
+func sumUsageEpochs(r Reader, tenantID string, folded, through uint64) (map[usageCell]TypeMetrics, int, error) {
+	out := map[usageCell]TypeMetrics{}
+	add := func(rest []byte, raw []byte) error {
+		typ, hexContainer, _ := strings.Cut(string(rest), "/")
+		hexContainer, _, _ = strings.Cut(hexContainer, "/")
+		container, err := hex.DecodeString(hexContainer)
+		if err != nil || typ == "" {
+			return fmt.Errorf("usage count: malformed key")
 		}
 		var d usageDelta
 		if err := json.Unmarshal(raw, &d); err != nil {
 			return fmt.Errorf("usage count: %w", err)
 		}
-		m := out[typ]
-		m.Count += d.Count
-		if d.LastCreatedAt != nil && (m.LastCreatedAt == nil || d.LastCreatedAt.After(m.LastCreatedAt.Time)) {
-			m.LastCreatedAt = d.LastCreatedAt
-		}
-		out[typ] = m
+		c := usageCell{typ, string(container)}
+		m := out[c]
+		m.add(TypeMetrics{Count: d.Count, LastCreatedAt: d.LastCreatedAt})
+		out[c] = m
 		return nil
-	})
-	return out, deltas, err
+	}
+	prefix := usageTotalPrefix(tenantID)
+	if err := r.Scan(prefix, nil, func(key, raw []byte) error { return add(key[len(prefix):], raw) }); err != nil {
+		return nil, 0, err
+	}
+	deltas := 0
+	for e := folded + 1; e <= through; e++ {
+		prefix := usageEpochPrefix(tenantID, e)
+		if err := r.Scan(prefix, nil, func(key, raw []byte) error {
+			deltas++
+			return add(key[len(prefix):], raw)
+		}); err != nil {
+			return nil, 0, err
+		}
+	}
+	return out, deltas, nil
 }
 
-// foldUsage replaces a tenant's count changes by one total per type. It
-// reads only the changes it deletes, so creates running meanwhile do not
-// conflict with it.
+// foldUsageIfNeeded folds a tenant's count changes once foldThreshold of
+// them have piled up; a failure only leaves them for the next time.
+func (s *Store) foldUsageIfNeeded(ctx context.Context, tenantID string, deltas int) {
+	if deltas < foldThreshold {
+		return
+	}
+	if err := s.foldUsage(ctx, tenantID); err != nil {
+		s.logger.Warn("folding usage counts failed", zap.Error(err))
+	}
+}
+
+// foldUsage folds a tenant's count changes into one total per type and
+// container. The first transaction starts a new epoch: a create reads the
+// current epoch to write its change there, so one that read the old epoch
+// and commits after this conflicts and runs again in the new one. The
+// second adds every closed epoch to the totals and records it as folded;
+// creates do not read what it writes, so they never conflict with it.
+// Last, the folded changes, which no read visits any more, are deleted in
+// batches, so a fold of any size needs no large transaction.
 func (s *Store) foldUsage(ctx context.Context, tenantID string) error {
-	return s.kv.Update(ctx, func(w Writer) error {
+	var closed uint64
+	if err := s.kv.Update(ctx, func(w Writer) error {
+		current, _, err := usageEpochs(w, tenantID)
+		if err != nil {
+			return err
+		}
+		closed = current
+		return putUsageEpoch(w, usageCurrentEpochKey(tenantID), current+1)
+	}); err != nil {
+		return err
+	}
+	if err := s.kv.Update(ctx, func(w Writer) error {
+		_, folded, err := usageEpochs(w, tenantID)
+		if err != nil || folded >= closed {
+			return err // another fold got here first
+		}
+		cells, _, err := sumUsageEpochs(w, tenantID, folded, closed)
+		if err != nil {
+			return err
+		}
+		if err := putUsageTotals(w, tenantID, cells); err != nil {
+			return err
+		}
+		return putUsageEpoch(w, usageFoldedEpochKey(tenantID), closed)
+	}); err != nil {
+		return err
+	}
+	return s.deleteFoldedChanges(ctx, tenantID, closed)
+}
+
+// deleteFoldedChanges deletes the changes of the epochs up to folded, also
+// any an interrupted fold left.
+func (s *Store) deleteFoldedChanges(ctx context.Context, tenantID string, folded uint64) error {
+	prefix, end := usageChangesPrefix(tenantID), usageEpochPrefix(tenantID, folded+1)
+	for {
 		var keys [][]byte
-		prefix := usagePrefix(tenantID)
-		if err := w.Scan(prefix, nil, func(key, _ []byte) error {
-			keys = append(keys, key)
+		if err := s.kv.View(ctx, func(r Reader) error {
+			keys = keys[:0]
+			return r.Scan(prefix, nil, func(key, _ []byte) error {
+				if len(keys) == resealBatch || bytes.Compare(key, end) >= 0 {
+					return ErrStopScan
+				}
+				keys = append(keys, key)
+				return nil
+			})
+		}); err != nil || len(keys) == 0 {
+			return err
+		}
+		if err := s.kv.Update(ctx, func(w Writer) error {
+			for _, k := range keys {
+				if err := w.Delete(k); err != nil {
+					return err
+				}
+			}
 			return nil
 		}); err != nil {
 			return err
 		}
-		byType, _, err := sumUsage(w, tenantID)
+	}
+}
+
+// putUsageTotals writes one total per cell.
+func putUsageTotals(w Writer, tenantID string, cells map[usageCell]TypeMetrics) error {
+	for cell, m := range cells {
+		raw, err := json.Marshal(usageDelta{Count: m.Count, LastCreatedAt: m.LastCreatedAt})
 		if err != nil {
 			return err
 		}
-		for _, k := range keys {
-			if err := w.Delete(k); err != nil {
-				return err
-			}
+		if err := w.Put(usageTotalKey(tenantID, cell.tokenType, cell.container), raw, 0); err != nil {
+			return err
 		}
-		for typ, m := range byType {
-			raw, err := json.Marshal(usageDelta{Count: m.Count, LastCreatedAt: m.LastCreatedAt})
-			if err != nil {
-				return err
-			}
-			if err := w.Put(usageTotalKey(tenantID, typ), raw, 0); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	}
+	return nil
 }

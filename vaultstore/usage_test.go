@@ -188,8 +188,11 @@ func TestUsageCountsSurviveFolding(t *testing.T) {
 		}
 	}
 	check("before folding") // this report folds
-	if n := len(kvKeys(t, w.s, string(usagePrefix(w.tenant.ID)))); n > 2 {
-		t.Errorf("%d usage keys after folding, want one total per type", n)
+	if n := len(kvKeys(t, w.s, string(usageTotalPrefix(w.tenant.ID)))); n != 2 {
+		t.Errorf("%d usage totals after folding, want one per type", n)
+	}
+	if n := len(kvKeys(t, w.s, string(usageEpochPrefix(w.tenant.ID, 1)))); n != 0 {
+		t.Errorf("%d changes left in the folded epoch", n)
 	}
 	check("after folding")
 

@@ -501,7 +501,7 @@ func TestLoad(t *testing.T) {
 	// cases left, the server's log, memory and storage.
 	listed := listProbe(t, setupClient, base, writeKey)
 	readList := listProbe(t, setupClient, base, revealKey)
-	out("GET /tokens?size=20, 20 sequential calls: %d tokens in the tenant p50 %.2f ms; %d tokens p50 %.2f ms (listing counts every token of the tenant)\n",
+	out("GET /tokens?size=20, 20 sequential calls: %d tokens in the tenant p50 %.2f ms; %d tokens p50 %.2f ms (the total comes from the kept counts)\n",
 		readList.total, ms(readList.p50), listed.total, ms(listed.p50))
 	out("caddy peak RSS %s (anonymous and file-backed), storage %s after the run\n", procStatus(pid, "VmHWM"), dirSize(s.opts.Storage))
 	out("caddy log: %s\n", summarizeLog(s.stderr()))

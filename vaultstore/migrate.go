@@ -240,19 +240,8 @@ func (s *Store) migrateCountsByContainer(ctx context.Context) error {
 		if err := s.kv.Update(ctx, func(w Writer) error { return putUsageTotals(w, tid, cells) }); err != nil {
 			return fmt.Errorf("tenant %s: %w", tid, err)
 		}
-		for len(old) > 0 {
-			batch := old[:min(len(old), resealBatch)]
-			if err := s.kv.Update(ctx, func(w Writer) error {
-				for _, k := range batch {
-					if err := w.Delete(k); err != nil {
-						return err
-					}
-				}
-				return nil
-			}); err != nil {
-				return fmt.Errorf("tenant %s: %w", tid, err)
-			}
-			old = old[len(batch):]
+		if err := s.deleteKeys(ctx, old); err != nil {
+			return fmt.Errorf("tenant %s: %w", tid, err)
 		}
 	}
 	return nil

@@ -500,7 +500,7 @@ func (c *jsonCursor) record(r *tokenRecord) error {
 	default:
 		return errors.New("not a JSON object")
 	}
-	more, err := c.openObject()
+	more, err := c.open('}')
 	if err != nil {
 		return err
 	}
@@ -516,7 +516,7 @@ func (c *jsonCursor) record(r *tokenRecord) error {
 			}
 			return fmt.Errorf("member %s: %w", recordMembers[m], err)
 		}
-		if more, err = c.nextMember(); err != nil {
+		if more, err = c.next('}'); err != nil {
 			return err
 		}
 	}
@@ -581,14 +581,14 @@ func (c *jsonCursor) push() error {
 	return nil
 }
 
-// openObject enters the object at the cursor; more is false when it is
-// empty (and already left).
-func (c *jsonCursor) openObject() (more bool, err error) {
+// open enters the object or array at the cursor, whose closing byte is
+// end; more is false when it is empty (and already left).
+func (c *jsonCursor) open(end byte) (more bool, err error) {
 	if err := c.push(); err != nil {
 		return false, err
 	}
 	c.skipSpace()
-	if c.peek() == '}' {
+	if c.peek() == end {
 		c.i++
 		c.depth--
 		return false, nil
@@ -596,48 +596,17 @@ func (c *jsonCursor) openObject() (more bool, err error) {
 	return true, nil
 }
 
-// nextMember moves past the comma before the next member; more is false
-// at the end of the object (which it leaves).
-func (c *jsonCursor) nextMember() (more bool, err error) {
+// next moves past the comma before the next member or element of the
+// object or array closed by end; more is false at its end (which it
+// leaves).
+func (c *jsonCursor) next(end byte) (more bool, err error) {
 	c.skipSpace()
 	switch c.peek() {
 	case ',':
 		c.i++
 		c.skipSpace()
 		return true, nil
-	case '}':
-		c.i++
-		c.depth--
-		return false, nil
-	}
-	return false, c.syntaxError()
-}
-
-// openArray enters the array at the cursor; more is false when it is
-// empty (and already left).
-func (c *jsonCursor) openArray() (more bool, err error) {
-	if err := c.push(); err != nil {
-		return false, err
-	}
-	c.skipSpace()
-	if c.peek() == ']' {
-		c.i++
-		c.depth--
-		return false, nil
-	}
-	return true, nil
-}
-
-// nextElement moves past the comma before the next element; more is
-// false at the end of the array (which it leaves).
-func (c *jsonCursor) nextElement() (more bool, err error) {
-	c.skipSpace()
-	switch c.peek() {
-	case ',':
-		c.i++
-		c.skipSpace()
-		return true, nil
-	case ']':
+	case end:
 		c.i++
 		c.depth--
 		return false, nil
@@ -793,7 +762,7 @@ func (c *jsonCursor) skipValue() ([]byte, error) {
 	start := c.i
 	switch b := c.peek(); {
 	case b == '{':
-		more, err := c.openObject()
+		more, err := c.open('}')
 		if err != nil {
 			return nil, err
 		}
@@ -810,12 +779,12 @@ func (c *jsonCursor) skipValue() ([]byte, error) {
 			if _, err := c.skipValue(); err != nil {
 				return nil, err
 			}
-			if more, err = c.nextMember(); err != nil {
+			if more, err = c.next('}'); err != nil {
 				return nil, err
 			}
 		}
 	case b == '[':
-		more, err := c.openArray()
+		more, err := c.open(']')
 		if err != nil {
 			return nil, err
 		}
@@ -823,7 +792,7 @@ func (c *jsonCursor) skipValue() ([]byte, error) {
 			if _, err := c.skipValue(); err != nil {
 				return nil, err
 			}
-			if more, err = c.nextElement(); err != nil {
+			if more, err = c.next(']'); err != nil {
 				return nil, err
 			}
 		}
@@ -904,7 +873,7 @@ func (c *jsonCursor) stringsInto(p *[]string) error {
 	default:
 		return c.fallback(p)
 	}
-	more, err := c.openArray()
+	more, err := c.open(']')
 	if err != nil {
 		return err
 	}
@@ -929,7 +898,7 @@ func (c *jsonCursor) stringsInto(p *[]string) error {
 			return c.wrongType("a string")
 		}
 		i++
-		if more, err = c.nextElement(); err != nil {
+		if more, err = c.next(']'); err != nil {
 			return err
 		}
 	}
@@ -961,7 +930,7 @@ func (c *jsonCursor) stringMapInto(p *map[string]string) error {
 		*p = make(map[string]string)
 	}
 	m := *p
-	more, err := c.openObject()
+	more, err := c.open('}')
 	if err != nil {
 		return err
 	}
@@ -984,7 +953,7 @@ func (c *jsonCursor) stringMapInto(p *map[string]string) error {
 			return c.wrongType("a string")
 		}
 		m[string(key)] = v
-		if more, err = c.nextMember(); err != nil {
+		if more, err = c.next('}'); err != nil {
 			return err
 		}
 	}
@@ -1050,7 +1019,7 @@ func (c *jsonCursor) extrasInto(p **TokenExtras) error {
 	if *p == nil {
 		*p = new(TokenExtras)
 	}
-	more, err := c.openObject()
+	more, err := c.open('}')
 	if err != nil {
 		return err
 	}
@@ -1066,7 +1035,7 @@ func (c *jsonCursor) extrasInto(p **TokenExtras) error {
 		} else if err := c.boolInto(&(*p).Deduplicated); err != nil {
 			return err
 		}
-		if more, err = c.nextMember(); err != nil {
+		if more, err = c.next('}'); err != nil {
 			return err
 		}
 	}
@@ -1141,7 +1110,7 @@ func (c *jsonCursor) anyInto(p *any) error {
 func (c *jsonCursor) anyValue() (any, error) {
 	switch b := c.peek(); {
 	case b == '{':
-		more, err := c.openObject()
+		more, err := c.open('}')
 		if err != nil {
 			return nil, err
 		}
@@ -1156,13 +1125,13 @@ func (c *jsonCursor) anyValue() (any, error) {
 				return nil, err
 			}
 			m[string(key)] = v
-			if more, err = c.nextMember(); err != nil {
+			if more, err = c.next('}'); err != nil {
 				return nil, err
 			}
 		}
 		return m, nil
 	case b == '[':
-		more, err := c.openArray()
+		more, err := c.open(']')
 		if err != nil {
 			return nil, err
 		}
@@ -1173,7 +1142,7 @@ func (c *jsonCursor) anyValue() (any, error) {
 				return nil, err
 			}
 			a = append(a, v)
-			if more, err = c.nextElement(); err != nil {
+			if more, err = c.next(']'); err != nil {
 				return nil, err
 			}
 		}

@@ -230,8 +230,18 @@ func (s *Store) deleteFoldedChanges(ctx context.Context, tenantID string, folded
 		}); err != nil || len(keys) == 0 {
 			return err
 		}
+		if err := s.deleteKeys(ctx, keys); err != nil {
+			return err
+		}
+	}
+}
+
+// deleteKeys deletes keys, resealBatch to a transaction.
+func (s *Store) deleteKeys(ctx context.Context, keys [][]byte) error {
+	for len(keys) > 0 {
+		batch := keys[:min(len(keys), resealBatch)]
 		if err := s.kv.Update(ctx, func(w Writer) error {
-			for _, k := range keys {
+			for _, k := range batch {
 				if err := w.Delete(k); err != nil {
 					return err
 				}
@@ -240,7 +250,9 @@ func (s *Store) deleteFoldedChanges(ctx context.Context, tenantID string, folded
 		}); err != nil {
 			return err
 		}
+		keys = keys[len(batch):]
 	}
+	return nil
 }
 
 // putUsageTotals writes one total per cell.

@@ -95,3 +95,22 @@ func BenchmarkDecodeValue(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkValidateWideObject measures a 64 KB object of 700 short string
+// members, the shape of a large payment request.
+func BenchmarkValidateWideObject(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString(`{"amount":1000`)
+	for m := 0; m < 700; m++ {
+		fmt.Fprintf(&sb, `,"f%04d":"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"`, m)
+	}
+	sb.WriteString(`}`)
+	body := []byte(sb.String())
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := Validate(body, DefaultLimits); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -13,8 +13,9 @@ import (
 
 // Default limits applied by [Validate], [Decode] and [DecodeValue].
 const (
-	DefaultMaxDepth  = 32     // maximum nesting of objects and arrays
-	DefaultMaxValues = 100000 // maximum number of JSON values in a body
+	DefaultMaxDepth  = 32      // maximum nesting of objects and arrays
+	DefaultMaxValues = 100000  // maximum number of JSON values in a body
+	maxValuesCap     = 1 << 30 // the most MaxValues may be (see tblIdxMask)
 )
 
 // Limits bounds the shape of an accepted body. A zero or negative field
@@ -25,7 +26,7 @@ type Limits struct {
 	MaxDepth int
 	// MaxValues is the maximum number of values in the body, counting every
 	// object, array, string, number, true, false and null (member names are
-	// not values).
+	// not values); at most 2^30.
 	MaxValues int
 }
 
@@ -39,6 +40,7 @@ func (l Limits) normalize() Limits {
 	if l.MaxValues <= 0 {
 		l.MaxValues = DefaultMaxValues
 	}
+	l.MaxValues = min(l.MaxValues, maxValuesCap)
 	return l
 }
 
@@ -66,18 +68,21 @@ func Validate(body []byte, lim Limits) error {
 // (names without escapes) or in the scanner's arena.
 type keyRef struct {
 	start, end int
-	arena      bool
+	// sum is the keyTail of the name while isDup searches its object
+	// linearly, then the high 32 bits of its hash in the object's table.
+	sum   uint32
+	arena bool
 }
 
 // frame is an open object or array.
 type frame struct {
-	start int   // offset of the opening bracket
-	keys  int   // len(scanner.keys) when the container was opened
-	arena int   // len(scanner.arena) when the container was opened
-	n     int   // array: index of the current element
-	tbl   []int // object with many members: open-addressing set of key indexes+1
-	tblN  int   // number of entries in tbl
-	plan  *plan // decode plan of the container (Decode only)
+	start int      // offset of the opening bracket
+	keys  int      // len(scanner.keys) when the container was opened
+	arena int      // len(scanner.arena) when the container was opened
+	n     int      // array: index of the current element
+	tbl   []uint64 // object with many members: set of its keys, see tblInsert
+	tblN  int      // number of entries in tbl
+	plan  *plan    // decode plan of the container (Decode only)
 	obj   bool
 }
 
@@ -89,7 +94,7 @@ type scanner struct {
 	stack   []frame
 	keys    []keyRef
 	arena   []byte
-	tblFree [][]int
+	tblFree [][]uint64
 	fold    []byte
 	blanks  []int // Decode: [start,end) ranges of member names to blank out
 	seed    maphash.Seed
@@ -389,11 +394,14 @@ func (s *scanner) keyBytes(k keyRef) []byte {
 
 // isDup reports whether key ki duplicates an earlier member of object f.
 func (s *scanner) isDup(f *frame, ki int) bool {
+	k := s.keyBytes(s.keys[ki])
 	if f.tbl == nil {
 		if ki-f.keys < linearMax {
-			k := s.keyBytes(s.keys[ki])
+			// Compare the bytes only of names of the same length and tail.
+			t := keyTail(k)
+			s.keys[ki].sum = t
 			for _, r := range s.keys[f.keys:ki] {
-				if r.end-r.start == len(k) && string(s.keyBytes(r)) == string(k) {
+				if r.sum == t && r.end-r.start == len(k) && string(s.keyBytes(r)) == string(k) {
 					return true
 				}
 			}
@@ -401,13 +409,25 @@ func (s *scanner) isDup(f *frame, ki int) bool {
 		}
 		f.tbl = s.newTable(4 * linearMax)
 		for j := f.keys; j < ki; j++ {
-			s.tblInsert(f, j)
+			s.tblInsert(f, j, s.keyBytes(s.keys[j]))
 		}
 	}
-	return s.tblInsert(f, ki)
+	return s.tblInsert(f, ki, k)
 }
 
-func (s *scanner) newTable(size int) []int {
+// keyTail returns the last four bytes of k, or all of k if it is shorter.
+func keyTail(k []byte) uint32 {
+	if len(k) >= 4 {
+		return binary.LittleEndian.Uint32(k[len(k)-4:])
+	}
+	var t uint32
+	for _, c := range k {
+		t = t<<8 | uint32(c)
+	}
+	return t
+}
+
+func (s *scanner) newTable(size int) []uint64 {
 	for j := len(s.tblFree) - 1; j >= 0; j-- {
 		if t := s.tblFree[j]; cap(t) >= size {
 			s.tblFree[j] = s.tblFree[len(s.tblFree)-1]
@@ -416,48 +436,66 @@ func (s *scanner) newTable(size int) []int {
 			return t[:size]
 		}
 	}
-	return make([]int, size)
+	return make([]uint64, size)
 }
 
-// tblInsert adds key ki to the set of f and reports whether an equal key was
-// already present (in which case nothing is added).
-func (s *scanner) tblInsert(f *frame, ki int) bool {
+// The set of the keys of an object is an open-addressing hash table with
+// linear probing, at most half full, whose size is a power of two. A slot
+// holds 0 when empty; otherwise its low 32 bits hold ki-f.keys+1 for the key
+// s.keys[ki] and its high 32 bits the key's tag: the high 32 bits of its
+// maphash, which is also kept in s.keys[ki].sum. The low bits of the tag give
+// the key's home slot. A probe compares key bytes only when the tags match,
+// and growth moves the keys by their sums without hashing them again. The keys
+// in the table of f are always s.keys[f.keys:f.keys+f.tblN], since a
+// duplicate ends the scan.
+//
+// An object has fewer members than the body has values, and normalize caps
+// MaxValues at maxValuesCap, so 32 bits always hold the index.
+const tblIdxMask = 1<<32 - 1
+
+// tblInsert adds key ki, whose bytes are k, to the set of f and reports
+// whether an equal key was already present (in which case nothing is added).
+func (s *scanner) tblInsert(f *frame, ki int, k []byte) bool {
 	if 2*(f.tblN+1) > len(f.tbl) {
-		old := f.tbl
-		f.tbl = s.newTable(2 * len(old))
-		f.tblN = 0
-		for _, e := range old {
-			if e != 0 {
-				s.tblAdd(f, e-1)
-			}
-		}
-		clear(old)
-		s.tblFree = append(s.tblFree, old)
+		s.tblGrow(f)
 	}
-	k := s.keyBytes(s.keys[ki])
-	mask := len(f.tbl) - 1
-	for p := int(maphash.Bytes(s.seed, k)) & mask; ; p = (p + 1) & mask {
-		e := f.tbl[p]
-		if e == 0 {
-			f.tbl[p] = ki + 1
+	h := maphash.Bytes(s.seed, k)
+	tbl := f.tbl
+	mask := uint64(len(tbl) - 1)
+	s.keys[ki].sum = uint32(h >> 32)
+	e := h&^tblIdxMask | uint64(ki-f.keys+1)
+	for p := h >> 32 & mask; ; p = (p + 1) & mask {
+		x := tbl[p]
+		if x == 0 {
+			tbl[p] = e
 			f.tblN++
 			return false
 		}
-		if string(s.keyBytes(s.keys[e-1])) == string(k) {
-			return true
+		if (x^e)&^tblIdxMask == 0 {
+			r := s.keys[f.keys+int(x&tblIdxMask)-1]
+			if r.end-r.start == len(k) && string(s.keyBytes(r)) == string(k) {
+				return true
+			}
 		}
 	}
 }
 
-// tblAdd inserts a key known to be absent.
-func (s *scanner) tblAdd(f *frame, ki int) {
-	mask := len(f.tbl) - 1
-	p := int(maphash.Bytes(s.seed, s.keyBytes(s.keys[ki]))) & mask
-	for f.tbl[p] != 0 {
-		p = (p + 1) & mask
+// tblGrow doubles the size of the table of f.
+func (s *scanner) tblGrow(f *frame) {
+	old := f.tbl
+	tbl := s.newTable(2 * len(old))
+	mask := uint64(len(tbl) - 1)
+	keys := s.keys[f.keys : f.keys+f.tblN] // the keys in the table
+	for j, r := range keys {
+		p := uint64(r.sum) & mask
+		for tbl[p] != 0 {
+			p = (p + 1) & mask
+		}
+		tbl[p] = uint64(r.sum)<<32 | uint64(j+1)
 	}
-	f.tbl[p] = ki + 1
-	f.tblN++
+	clear(old)
+	s.tblFree = append(s.tblFree, old)
+	f.tbl = tbl
 }
 
 // path renders the location of the current value in the outermost depth

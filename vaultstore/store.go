@@ -58,6 +58,7 @@ type Store struct {
 	masters    *masterKeys
 	rotating   sync.Mutex // one master key rotation at a time
 	reseals    resealers
+	folds      usageFolds
 	now        func() time.Time
 	logger     *zap.Logger
 	dir        string
@@ -204,6 +205,9 @@ func (s *Store) MasterKeyMatches(key []byte) bool {
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.cancel()
+		// a fold starting now sees the cancel, so none adds to wg below
+		s.folds.mu.Lock()
+		s.folds.mu.Unlock()
 		close(s.stop)
 		s.wg.Wait()
 		s.closeErr = errors.Join(s.kv.Close(), s.cvc.close())

@@ -1,6 +1,7 @@
 package vaultstore
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -114,45 +115,110 @@ func TestListTotalFromCounts(t *testing.T) {
 	}
 }
 
-// TestListFoldsCounts: once enough count changes pile up, a list folds
-// them into one total per type and container, and the totals still add up.
+// TestListFoldsCounts: count changes are folded in the background once
+// foldThreshold of them are written, or, after a restart forgot how many
+// were, once a list sums that many; a change an interrupted fold left in a
+// folded epoch counts no more and the next fold deletes it.
 func TestListFoldsCounts(t *testing.T) {
 	w := newTWWorld(t, nil)
-	for i := range foldThreshold {
-		w.mustCreate("admin", TokenInput{Type: "token", Data: fmt.Sprint(i), Containers: []string{[]string{"/a/", "/b/"}[i%2]}})
+	tid := w.tenant.ID
+	create := func(n int) {
+		for i := range n {
+			w.mustCreate("admin", TokenInput{Type: "token", Data: fmt.Sprint(i), Containers: []string{[]string{"/a/", "/b/"}[i%2]}})
+		}
 	}
-	if _, total := w.mustList("admin", TokenFilter{}, 0, 1); total != foldThreshold {
-		t.Fatalf("total %d, want %d", total, foldThreshold)
+	create(foldThreshold)
+	waitForFolds(t, w.s)
+	if n := len(kvKeys(t, w.s, string(usageTotalPrefix(tid)))); n != 2 {
+		t.Errorf("%d count totals after %d creates, want one for each of 2 containers", n, foldThreshold)
 	}
-	if n := len(kvKeys(t, w.s, string(usageTotalPrefix(w.tenant.ID)))); n != 2 {
-		t.Errorf("%d count totals after the list, want one for each of 2 containers", n)
+	if n := foldedChangesLeft(t, w.s, tid); n != 0 {
+		t.Errorf("%d changes left in folded epochs", n)
 	}
-	if n := len(kvKeys(t, w.s, string(usageEpochPrefix(w.tenant.ID, 1)))); n != 0 {
-		t.Errorf("%d changes left in the folded epoch", n)
+
+	// as after a restart: the store no longer knows how many changes wait
+	create(foldThreshold - 1)
+	w.s.folds.mu.Lock()
+	w.s.folds.changes = nil
+	w.s.folds.mu.Unlock()
+	create(1)
+	if _, total := w.mustList("admin", TokenFilter{}, 0, 1); total != 2*foldThreshold {
+		t.Fatalf("total %d, want %d", total, 2*foldThreshold)
 	}
-	// a change an interrupted fold left in a folded epoch counts no more,
-	// and the next fold deletes it
-	stale := usageDeltaKey(w.tenant.ID, 1, "token", "/b/", w.clock.Peek(), 1)
+	waitForFolds(t, w.s)
+	if _, deltas, err := sumUsageIn(w); err != nil || deltas != 0 {
+		t.Errorf("the list left %d changes unfolded (%v)", deltas, err)
+	}
+
+	var folded uint64
+	if err := w.s.kv.View(w.ctx, func(r Reader) (err error) { _, folded, err = usageEpochs(r, tid); return err }); err != nil {
+		t.Fatal(err)
+	}
+	stale := usageDeltaKey(tid, folded, "token", "/b/", w.clock.Peek(), 1)
 	if err := w.s.kv.Update(w.ctx, func(wr Writer) error { return wr.Put(stale, []byte(`{"count":1000}`), 0) }); err != nil {
 		t.Fatal(err)
 	}
-	if _, total := w.mustList("admin", TokenFilter{}, 0, 1); total != foldThreshold {
-		t.Errorf("total %d with a folded change left, want %d", total, foldThreshold)
+	// /b/ holds half of the first creates and half of the next but one
+	if _, total := w.mustList("admin", TokenFilter{Container: "/b/"}, 0, 1); total != foldThreshold-1 {
+		t.Errorf("/b/ total %d with a folded change left, want %d", total, foldThreshold-1)
 	}
-	if err := w.s.foldUsage(w.ctx, w.tenant.ID); err != nil {
+	if err := w.s.foldUsage(w.ctx, tid); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(kvKeys(t, w.s, string(usageChangesPrefix(w.tenant.ID)))); n != 0 {
-		t.Errorf("%d changes left after the next fold", n)
+	if n := foldedChangesLeft(t, w.s, tid); n != 0 {
+		t.Errorf("%d changes left in folded epochs after the next fold", n)
 	}
-	// a create after the folds counts in the new epoch
-	w.mustCreate("admin", TokenInput{Type: "token", Data: "late", Containers: []string{"/b/"}})
-	if n := len(kvKeys(t, w.s, string(usageEpochPrefix(w.tenant.ID, 3)))); n != 1 {
-		t.Errorf("%d changes in the new epoch, want 1", n)
+	create(1) // into /a/, which held the rest
+	if _, total := w.mustList("admin", TokenFilter{Container: "/a/"}, 0, 1); total != foldThreshold+2 {
+		t.Errorf("/a/ total %d after one more create, want %d", total, foldThreshold+2)
 	}
-	if _, total := w.mustList("admin", TokenFilter{Container: "/b/"}, 0, 1); total != foldThreshold/2+1 {
-		t.Errorf("container total %d after folding, want %d", total, foldThreshold/2+1)
+}
+
+// waitForFolds waits for the store's background folds to end.
+func waitForFolds(tb testing.TB, s *Store) {
+	tb.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s.folds.mu.Lock()
+		n := len(s.folds.running)
+		s.folds.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatal("a background fold did not end")
+		}
+		time.Sleep(time.Millisecond)
 	}
+}
+
+// foldedChangesLeft counts the count changes kept in epochs already folded.
+func foldedChangesLeft(tb testing.TB, s *Store, tenantID string) int {
+	tb.Helper()
+	var folded uint64
+	if err := s.kv.View(context.Background(), func(r Reader) (err error) { _, folded, err = usageEpochs(r, tenantID); return err }); err != nil {
+		tb.Fatal(err)
+	}
+	n := 0
+	for _, k := range kvKeys(tb, s, string(usageChangesPrefix(tenantID))) {
+		if k < string(usageEpochPrefix(tenantID, folded+1)) {
+			n++
+		}
+	}
+	return n
+}
+
+// sumUsageIn sums the counts of w's tenant.
+func sumUsageIn(w *twWorld) (map[usageCell]TypeMetrics, int, error) {
+	var (
+		cells  map[usageCell]TypeMetrics
+		deltas int
+	)
+	err := w.s.kv.View(w.ctx, func(r Reader) (err error) {
+		cells, deltas, err = sumUsage(r, w.tenant.ID)
+		return err
+	})
+	return cells, deltas, err
 }
 
 // TestMigrateCountsByContainer: a format 2 store's counts by type become

@@ -570,6 +570,7 @@ func (s *Store) countToken(w Writer, rec *tokenRecord, delta int64, created *Tim
 	if err != nil {
 		return err
 	}
+	s.noteUsageChange(rec.TenantID)
 	return w.Put(usageDeltaKey(rec.TenantID, epoch, rec.Type, rec.container(), s.now(), rand.Uint64()), raw, 0)
 }
 
@@ -881,7 +882,7 @@ func (s *Store) ListTokens(ctx context.Context, req TokenRequest, f TokenFilter,
 	if err != nil {
 		return nil, 0, err
 	}
-	s.foldUsageIfNeeded(ctx, req.Tenant.ID, deltas)
+	s.foldUsageIfNeeded(req.Tenant.ID, deltas)
 	out := make([]*Token, 0, len(page))
 	ids := make([]string, 0, len(page))
 	for _, rec := range page {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"go.uber.org/zap"
 )
@@ -34,9 +35,20 @@ type UsageReport struct {
 	TotalTokens int64       `json:"total_tokens"`
 }
 
-// foldThreshold is how many count changes of a tenant Usage lets pile up
-// before folding them into totals.
-const foldThreshold = 256
+// foldThreshold is how many count changes of a tenant start a fold of
+// them into the totals, in the background: counted as they are written,
+// and, after a restart, as a list or usage report sums them. A fold makes
+// the creates of the tenant then in flight run again (see foldUsage), so
+// it should not come too often; a read sums at most about this many.
+const foldThreshold = 1024
+
+// usageFolds keeps the background folds: the count changes written per
+// tenant since its last fold began, and the tenants whose fold runs.
+type usageFolds struct {
+	mu      sync.Mutex
+	changes map[string]int
+	running map[string]bool
+}
 
 // Usage reports a tenant's token counts by type and its monthly active
 // tokens: distinct tokens created, read or used this calendar month (UTC).
@@ -71,7 +83,7 @@ func (s *Store) Usage(ctx context.Context, t *Tenant) (*UsageReport, error) {
 		return nil, err
 	}
 	rep.TotalTokens = rep.TokenReport.TotalTokens
-	s.foldUsageIfNeeded(ctx, t.ID, deltas)
+	s.foldUsageIfNeeded(t.ID, deltas)
 	return rep, nil
 }
 
@@ -162,15 +174,55 @@ func sumUsageEpochs(r Reader, tenantID string, folded, through uint64) (map[usag
 	return out, deltas, nil
 }
 
-// foldUsageIfNeeded folds a tenant's count changes once foldThreshold of
-// them have piled up; a failure only leaves them for the next time.
-func (s *Store) foldUsageIfNeeded(ctx context.Context, tenantID string, deltas int) {
+// noteUsageChange counts a change written to a tenant's token counts (or
+// about to be: a transaction run again counts again, which only folds a
+// little early) and starts a fold once foldThreshold have piled up.
+func (s *Store) noteUsageChange(tenantID string) {
+	s.folds.mu.Lock()
+	defer s.folds.mu.Unlock()
+	if s.folds.changes == nil {
+		s.folds.changes = map[string]int{}
+	}
+	if s.folds.changes[tenantID]++; s.folds.changes[tenantID] >= foldThreshold {
+		s.startFoldLocked(tenantID)
+	}
+}
+
+// foldUsageIfNeeded starts a fold of a tenant's count changes when a read
+// summed foldThreshold of them (changes written before a restart are not
+// counted by noteUsageChange). The read does not wait for it.
+func (s *Store) foldUsageIfNeeded(tenantID string, deltas int) {
 	if deltas < foldThreshold {
 		return
 	}
-	if err := s.foldUsage(ctx, tenantID); err != nil {
-		s.logger.Warn("folding usage counts failed", zap.Error(err))
+	s.folds.mu.Lock()
+	defer s.folds.mu.Unlock()
+	s.startFoldLocked(tenantID)
+}
+
+// startFoldLocked starts a background fold of the tenant's count changes
+// unless one runs or the store is closing; s.folds.mu is held. A failed
+// fold leaves the changes for the next one.
+func (s *Store) startFoldLocked(tenantID string) {
+	if s.folds.running[tenantID] || s.ctx.Err() != nil {
+		return
 	}
+	if s.folds.running == nil {
+		s.folds.running = map[string]bool{}
+	}
+	s.folds.running[tenantID] = true
+	delete(s.folds.changes, tenantID)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		err := s.foldUsage(s.ctx, tenantID)
+		s.folds.mu.Lock()
+		delete(s.folds.running, tenantID)
+		s.folds.mu.Unlock()
+		if err != nil && s.ctx.Err() == nil {
+			s.logger.Warn("folding token counts failed", zap.Error(err))
+		}
+	}()
 }
 
 // foldUsage folds a tenant's count changes into one total per type and

@@ -187,12 +187,16 @@ func TestUsageCountsSurviveFolding(t *testing.T) {
 			t.Errorf("%s: counts %+v, want card %d token %d", when, rep.MetricsByType, wantCard, wantToken)
 		}
 	}
-	check("before folding") // this report folds
+	check("before folding")
+	if err := w.s.foldUsage(w.ctx, w.tenant.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitForFolds(t, w.s)
 	if n := len(kvKeys(t, w.s, string(usageTotalPrefix(w.tenant.ID)))); n != 2 {
 		t.Errorf("%d usage totals after folding, want one per type", n)
 	}
-	if n := len(kvKeys(t, w.s, string(usageEpochPrefix(w.tenant.ID, 1)))); n != 0 {
-		t.Errorf("%d changes left in the folded epoch", n)
+	if n := len(kvKeys(t, w.s, string(usageChangesPrefix(w.tenant.ID)))); n != 0 {
+		t.Errorf("%d changes left after folding", n)
 	}
 	check("after folding")
 
@@ -235,6 +239,7 @@ func TestUsageCountsSurviveFolding(t *testing.T) {
 		}
 	}
 	wantToken += 20
+	waitForFolds(t, w.s)
 	check("after concurrent folds, creates and deletes")
 	if got := w.total(); int64(got) != wantCard+wantToken {
 		t.Errorf("%d tokens listed, want %d", got, wantCard+wantToken)

@@ -566,7 +566,9 @@ func (s *Store) countToken(w Writer, rec *tokenRecord, delta int64, created *Tim
 	if err != nil {
 		return err
 	}
-	epoch, _, err := usageEpochs(w, rec.TenantID)
+	// only the current epoch: a create must not conflict with the fold's
+	// record of the epochs it folded
+	epoch, err := readUsageEpoch(w, usageCurrentEpochKey(rec.TenantID), 1)
 	if err != nil {
 		return err
 	}

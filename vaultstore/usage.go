@@ -101,23 +101,25 @@ type usageCell struct{ tokenType, container string }
 // usageEpochs reads a tenant's current epoch (the one changes go into) and
 // the last epoch folded into the totals.
 func usageEpochs(r Reader, tenantID string) (current, folded uint64, err error) {
-	read := func(key []byte, absent uint64) (uint64, error) {
-		v, err := r.Get(key)
-		if errors.Is(err, ErrNotFound) {
-			return absent, nil
-		} else if err != nil {
-			return 0, err
-		}
-		if len(v) != 8 {
-			return 0, fmt.Errorf("usage epoch: malformed")
-		}
-		return binary.BigEndian.Uint64(v), nil
-	}
-	if current, err = read(usageCurrentEpochKey(tenantID), 1); err != nil {
+	if current, err = readUsageEpoch(r, usageCurrentEpochKey(tenantID), 1); err != nil {
 		return 0, 0, err
 	}
-	folded, err = read(usageFoldedEpochKey(tenantID), 0)
+	folded, err = readUsageEpoch(r, usageFoldedEpochKey(tenantID), 0)
 	return current, folded, err
+}
+
+// readUsageEpoch reads an epoch number, absent when there is none.
+func readUsageEpoch(r Reader, key []byte, absent uint64) (uint64, error) {
+	v, err := r.Get(key)
+	if errors.Is(err, ErrNotFound) {
+		return absent, nil
+	} else if err != nil {
+		return 0, err
+	}
+	if len(v) != 8 {
+		return 0, fmt.Errorf("usage epoch: malformed")
+	}
+	return binary.BigEndian.Uint64(v), nil
 }
 
 // putUsageEpoch writes an epoch number.
@@ -236,7 +238,7 @@ func (s *Store) startFoldLocked(tenantID string) {
 func (s *Store) foldUsage(ctx context.Context, tenantID string) error {
 	var closed uint64
 	if err := s.kv.Update(ctx, func(w Writer) error {
-		current, _, err := usageEpochs(w, tenantID)
+		current, err := readUsageEpoch(w, usageCurrentEpochKey(tenantID), 1)
 		if err != nil {
 			return err
 		}
@@ -245,8 +247,10 @@ func (s *Store) foldUsage(ctx context.Context, tenantID string) error {
 	}); err != nil {
 		return err
 	}
+	var from uint64 // the first epoch this fold adds
 	if err := s.kv.Update(ctx, func(w Writer) error {
 		_, folded, err := usageEpochs(w, tenantID)
+		from = folded + 1
 		if err != nil || folded >= closed {
 			return err // another fold got here first
 		}
@@ -261,18 +265,24 @@ func (s *Store) foldUsage(ctx context.Context, tenantID string) error {
 	}); err != nil {
 		return err
 	}
-	return s.deleteFoldedChanges(ctx, tenantID, closed)
+	if from > closed {
+		return nil
+	}
+	return s.deleteFoldedChanges(ctx, tenantID, from, closed)
 }
 
-// deleteFoldedChanges deletes the changes of the epochs up to folded, also
-// any an interrupted fold left.
-func (s *Store) deleteFoldedChanges(ctx context.Context, tenantID string, folded uint64) error {
-	prefix, end := usageChangesPrefix(tenantID), usageEpochPrefix(tenantID, folded+1)
+// deleteFoldedChanges deletes the changes of the epochs from first to last,
+// which are folded. It starts at the first, never visiting the deletion
+// marks of earlier folds; so a fold interrupted while deleting leaves its
+// changes behind, where no read counts them.
+func (s *Store) deleteFoldedChanges(ctx context.Context, tenantID string, first, last uint64) error {
+	prefix, end := usageChangesPrefix(tenantID), usageEpochPrefix(tenantID, last+1)
+	start := usageEpochPrefix(tenantID, first)
 	for {
 		var keys [][]byte
 		if err := s.kv.View(ctx, func(r Reader) error {
 			keys = keys[:0]
-			return r.Scan(prefix, nil, func(key, _ []byte) error {
+			return r.Scan(prefix, start, func(key, _ []byte) error {
 				if len(keys) == resealBatch || bytes.Compare(key, end) >= 0 {
 					return ErrStopScan
 				}
@@ -285,6 +295,7 @@ func (s *Store) deleteFoldedChanges(ctx context.Context, tenantID string, folded
 		if err := s.deleteKeys(ctx, keys); err != nil {
 			return err
 		}
+		start = keys[len(keys)-1]
 	}
 }
 

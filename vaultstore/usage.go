@@ -40,7 +40,7 @@ type UsageReport struct {
 // and, after a restart, as a list or usage report sums them. A fold makes
 // the creates of the tenant then in flight run again (see foldUsage), so
 // it should not come too often; a read sums at most about this many.
-const foldThreshold = 1024
+const foldThreshold = 8192
 
 // usageFolds keeps the background folds: the count changes written per
 // tenant since its last fold began, and the tenants whose fold runs.

@@ -824,6 +824,20 @@ func (c *jsonCursor) skipValue() ([]byte, error) {
 	return c.b[start:c.i], nil
 }
 
+// nullInto reads a null at the cursor and reports whether there was one:
+// null sets a slice or pointer member to nil, as encoding/json does.
+func nullInto[T any](c *jsonCursor, p *T) (bool, error) {
+	if c.peek() != 'n' {
+		return false, nil
+	}
+	if err := c.literal("null"); err != nil {
+		return true, err
+	}
+	var zero T
+	*p = zero
+	return true, nil
+}
+
 // fallback decodes the value at the cursor into p with encoding/json, for
 // the forms the fast paths leave out (most of them type errors).
 func (c *jsonCursor) fallback(p any) error {
@@ -862,15 +876,10 @@ func (c *jsonCursor) stringInto(p *string) error {
 // stringsInto decodes a []string member as encoding/json does, reusing
 // the slice already there.
 func (c *jsonCursor) stringsInto(p *[]string) error {
-	switch c.peek() {
-	case 'n':
-		if err := c.literal("null"); err != nil {
-			return err
-		}
-		*p = nil
-		return nil
-	case '[':
-	default:
+	if null, err := nullInto(c, p); null {
+		return err
+	}
+	if c.peek() != '[' {
 		return c.fallback(p)
 	}
 	more, err := c.open(']')
@@ -915,15 +924,10 @@ func (c *jsonCursor) stringsInto(p *[]string) error {
 // stringMapInto decodes a map[string]string member as encoding/json
 // does, adding to the map already there.
 func (c *jsonCursor) stringMapInto(p *map[string]string) error {
-	switch c.peek() {
-	case 'n':
-		if err := c.literal("null"); err != nil {
-			return err
-		}
-		*p = nil
-		return nil
-	case '{':
-	default:
+	if null, err := nullInto(c, p); null {
+		return err
+	}
+	if c.peek() != '{' {
 		return c.fallback(p)
 	}
 	if *p == nil {
@@ -986,12 +990,8 @@ func (c *jsonCursor) boolPointerInto(p **bool) error {
 // timestampInto decodes a *Timestamp member: null clears it, anything
 // else goes to its UnmarshalJSON as encoding/json does.
 func (c *jsonCursor) timestampInto(p **Timestamp) error {
-	if c.peek() == 'n' {
-		if err := c.literal("null"); err != nil {
-			return err
-		}
-		*p = nil
-		return nil
+	if null, err := nullInto(c, p); null {
+		return err
 	}
 	raw, err := c.skipValue()
 	if err != nil {
@@ -1005,15 +1005,10 @@ func (c *jsonCursor) timestampInto(p **Timestamp) error {
 
 // extrasInto decodes the _extras member.
 func (c *jsonCursor) extrasInto(p **TokenExtras) error {
-	switch c.peek() {
-	case 'n':
-		if err := c.literal("null"); err != nil {
-			return err
-		}
-		*p = nil
-		return nil
-	case '{':
-	default:
+	if null, err := nullInto(c, p); null {
+		return err
+	}
+	if c.peek() != '{' {
 		return c.fallback(p)
 	}
 	if *p == nil {
@@ -1061,15 +1056,10 @@ func (c *jsonCursor) boolInto(p *bool) error {
 // bytesInto decodes a []byte member: a base64 string (standard encoding,
 // as encoding/json reads it) or null.
 func (c *jsonCursor) bytesInto(p *[]byte) error {
-	switch c.peek() {
-	case 'n':
-		if err := c.literal("null"); err != nil {
-			return err
-		}
-		*p = nil
-		return nil
-	case '"':
-	default:
+	if null, err := nullInto(c, p); null {
+		return err
+	}
+	if c.peek() != '"' {
 		return c.fallback(p)
 	}
 	start := c.i

@@ -81,6 +81,7 @@ func errorf(format string, a ...any) *Error {
 type Expression struct {
 	src    string
 	single expressions.Expression // set when src is one {{ ... }} output
+	fast   *fastPath              // set when single is simple enough for it
 	root   render.Node            // set otherwise
 }
 
@@ -147,7 +148,7 @@ func compile(src string) (e *Expression, err error) {
 		return nil, parseError(perr)
 	}
 	if obj := singleObject(ast); obj != nil {
-		return &Expression{src: src, single: obj.Expr}, nil
+		return &Expression{src: src, single: obj.Expr, fast: parseFastPath(obj.Args)}, nil
 	}
 	root, perr := cfg.Compile(rewriteForBudget(src), loc)
 	if perr != nil {
@@ -327,7 +328,32 @@ func (e *Expression) String() string { return e.src }
 // returned: string, json.Number, bool, nil, map[string]any or []any.
 // Otherwise the template is rendered to a string.
 func (e *Expression) Evaluate(bindings map[string]any) (any, error) {
-	return e.eval(toEngineBindings(bindings))
+	return e.evalIn(&env{raw: bindings})
+}
+
+// env holds the bindings of one evaluation, copied into the engine's
+// representation only when an expression needs the engine.
+type env struct {
+	raw    map[string]any
+	engine map[string]any
+}
+
+func (v *env) engineBindings() map[string]any {
+	if v.engine == nil {
+		v.engine = toEngineBindings(v.raw)
+	}
+	return v.engine
+}
+
+// evalIn evaluates the expression by its fast path when it has one that
+// applies, else with the engine.
+func (e *Expression) evalIn(v *env) (any, error) {
+	if e.fast != nil {
+		if out, ok := e.fast.eval(v.raw); ok {
+			return out, nil
+		}
+	}
+	return e.eval(v.engineBindings())
 }
 
 func (e *Expression) eval(b map[string]any) (out any, err error) {
@@ -355,10 +381,10 @@ func (e *Expression) eval(b map[string]any) (out any, err error) {
 // (see IsExpression) by its value, keeping the structure. Nesting deeper than
 // 64 levels is an error.
 func EvaluateJSON(template any, bindings map[string]any) (any, error) {
-	return evalJSON(template, toEngineBindings(bindings), 0)
+	return evalJSON(template, &env{raw: bindings}, 0)
 }
 
-func evalJSON(t any, b map[string]any, depth int) (any, error) {
+func evalJSON(t any, b *env, depth int) (any, error) {
 	if depth > maxJSONDepth {
 		return nil, errorf("expression template nested deeper than %d levels", maxJSONDepth)
 	}
@@ -371,7 +397,7 @@ func evalJSON(t any, b map[string]any, depth int) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		return e.eval(b)
+		return e.evalIn(b)
 	case map[string]any:
 		out := make(map[string]any, len(t))
 		for k, v := range t {

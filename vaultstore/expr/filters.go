@@ -26,22 +26,25 @@ const (
 // positional arguments.
 type filterFunc func(in any, args ...any) (any, error)
 
+// vaultFilters are the vault's own filters by name.
+var vaultFilters = map[string]filterFunc{
+	"reveal_last":           revealLast,
+	"reveal":                reveal,
+	"last4":                 last4,
+	"pad_left":              padFilter("pad_left", true),
+	"pad_right":             padFilter("pad_right", false),
+	"json":                  jsonFilter,
+	"stringify":             stringifyFilter("stringify"),
+	"json_stringify":        stringifyFilter("json_stringify"),
+	"alias_preserve_format": aliasPreserveFormat,
+	"alias_preserve_length": aliasPreserveLength,
+	"to_number":             toNumber,
+	"to_boolean":            toBoolean,
+	"to_string":             toString,
+}
+
 func registerVaultFilters(c *render.Config) {
-	for name, fn := range map[string]filterFunc{
-		"reveal_last":           revealLast,
-		"reveal":                reveal,
-		"last4":                 last4,
-		"pad_left":              padFilter("pad_left", true),
-		"pad_right":             padFilter("pad_right", false),
-		"json":                  jsonFilter,
-		"stringify":             stringifyFilter("stringify"),
-		"json_stringify":        stringifyFilter("json_stringify"),
-		"alias_preserve_format": aliasPreserveFormat,
-		"alias_preserve_length": aliasPreserveLength,
-		"to_number":             toNumber,
-		"to_boolean":            toBoolean,
-		"to_string":             toString,
-	} {
+	for name, fn := range vaultFilters {
 		// The engine calls filters through reflection and needs a func type,
 		// not a named one.
 		c.AddFilter(name, (func(any, ...any) (any, error))(fn))

@@ -244,10 +244,10 @@ func (s *Store) Authenticate(ctx context.Context, key string) (*Principal, error
 		return nil, ErrUnauthenticated
 	}
 	digest := keyDigest(key)
-	if p, ok := s.principals.lookup(digest); ok {
+	if p, ok := s.credentials.principal(digest); ok {
 		return p, nil
 	}
-	generation := s.principals.generation.Load()
+	generation := s.credentials.generation.Load()
 	p := &Principal{}
 	err := s.kv.View(ctx, func(r Reader) error {
 		idx, err := decodeCached[keyIndexEntry](s, r, apiKeyIndexKey(digest))
@@ -271,6 +271,6 @@ func (s *Store) Authenticate(ctx context.Context, key string) (*Principal, error
 	if err != nil {
 		return nil, err
 	}
-	s.principals.remember(digest, generation, p)
+	s.credentials.rememberPrincipal(digest, generation, p)
 	return p, nil
 }

@@ -273,10 +273,15 @@ func (s *Store) ProxyByKey(ctx context.Context, key string) (*Proxy, *Tenant, er
 	if key == "" || len(key) > 128 {
 		return nil, nil, ErrNotFound
 	}
+	digest := keyDigest(key)
+	if p, t, ok := s.credentials.proxy(digest); ok {
+		return p, t, nil
+	}
+	generation := s.credentials.generation.Load()
 	var p *Proxy
 	var t *Tenant
 	err := s.kv.View(ctx, func(r Reader) error {
-		idx, err := decodeCached[proxyKeyEntry](s, r, proxyKeyIndexKey(keyDigest(key)))
+		idx, err := decodeCached[proxyKeyEntry](s, r, proxyKeyIndexKey(digest))
 		if err != nil {
 			return err
 		}
@@ -293,6 +298,7 @@ func (s *Store) ProxyByKey(ctx context.Context, key string) (*Proxy, *Tenant, er
 	if err != nil {
 		return nil, nil, err
 	}
+	s.credentials.rememberProxy(digest, generation, p, t)
 	return p, t, nil
 }
 

@@ -29,9 +29,10 @@ type Options struct {
 	Logger *zap.Logger
 	// Now is the clock; nil means time.Now. Tests inject their own.
 	Now func() time.Time
-	// RecordCacheEntries bounds each of the two in-memory caches: decoded
-	// tenant, application, proxy and key index records, and the principals API
-	// keys resolved to. Zero means DefaultRecordCacheEntries.
+	// RecordCacheEntries bounds each of the in-memory caches: decoded
+	// tenant, application, proxy and key index records, the principals API
+	// keys resolved to, and the proxies proxy keys resolved to. Zero means
+	// DefaultRecordCacheEntries.
 	RecordCacheEntries int
 	// BlockCacheBytes and IndexCacheBytes size the storage engine's caches
 	// of table blocks and of table indexes and bloom filters; zero means
@@ -49,20 +50,20 @@ type Options struct {
 // Store is the vault's state: tenants, applications, API keys and, in
 // later layers, tokens and proxies. It is safe for concurrent use.
 type Store struct {
-	kv         KV
-	keys       *keyring
-	records    *recordCache
-	principals *principalCache
-	audits     *auditBatcher
-	cvc        *cvcKeyring
-	masters    *masterKeys
-	rotating   sync.Mutex // one master key rotation at a time
-	reseals    resealers
-	folds      usageFolds
-	now        func() time.Time
-	logger     *zap.Logger
-	dir        string
-	events     func(Event)
+	kv          KV
+	keys        *keyring
+	records     *recordCache
+	credentials *credentialCache
+	audits      *auditBatcher
+	cvc         *cvcKeyring
+	masters     *masterKeys
+	rotating    sync.Mutex // one master key rotation at a time
+	reseals     resealers
+	folds       usageFolds
+	now         func() time.Time
+	logger      *zap.Logger
+	dir         string
+	events      func(Event)
 
 	stop      chan struct{}
 	ctx       context.Context // cancelled by Close, for background work
@@ -138,8 +139,8 @@ func Open(o Options) (*Store, error) {
 	if o.WrapKV != nil {
 		engine = o.WrapKV(kv)
 	}
-	principals := newPrincipalCache(o.RecordCacheEntries)
-	s := &Store{kv: principalKV{engine, principals}, keys: keys, records: newRecordCache(o.RecordCacheEntries), principals: principals,
+	credentials := newCredentialCache(o.RecordCacheEntries)
+	s := &Store{kv: credentialKV{engine, credentials}, keys: keys, records: newRecordCache(o.RecordCacheEntries), credentials: credentials,
 		masters: masters, cvc: cvc, now: o.Now, logger: o.Logger, dir: dir, events: o.Events, stop: make(chan struct{})}
 	s.audits = newAuditBatcher(s.kv, s.stop, syncLinger)
 	s.ctx, s.cancel = context.WithCancel(context.Background())

@@ -105,13 +105,103 @@ func TestAuthenticateSeesChangesToACachedPrincipal(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if _, ok := s.principals.lookup(keyDigest(ct.Key)); !ok {
+			if _, ok := s.credentials.principal(keyDigest(ct.Key)); !ok {
 				t.Fatal("the principal is not cached after two authentications")
 			}
 			tc.change(t, s, ct, ct.Key)
 			p, err := s.Authenticate(ctx, ct.Key)
 			tc.check(t, p, err)
 		})
+	}
+}
+
+// Every change that alters what a proxy key resolves to is seen by the
+// very next ProxyByKey, although the key's proxy was cached just before it.
+func TestProxyByKeySeesChangesToACachedProxy(t *testing.T) {
+	ctx := context.Background()
+	const dest = "https://api.example.com/v1"
+	for _, tc := range []struct {
+		name   string
+		change func(t *testing.T, s *Store, ct *CreatedTenant, p *Proxy)
+		check  func(t *testing.T, p *Proxy, tn *Tenant, err error)
+	}{
+		{
+			name: "proxy deleted",
+			change: func(t *testing.T, s *Store, ct *CreatedTenant, p *Proxy) {
+				if err := s.DeleteProxy(ctx, ct.Tenant.ID, p.ID, "test"); err != nil {
+					t.Fatal(err)
+				}
+			},
+			check: wantProxyNotFound,
+		},
+		{
+			name: "tenant deleted",
+			change: func(t *testing.T, s *Store, ct *CreatedTenant, p *Proxy) {
+				if err := s.DeleteTenant(ctx, ct.Tenant.ID); err != nil {
+					t.Fatal(err)
+				}
+			},
+			check: wantProxyNotFound,
+		},
+		{
+			name: "destination and authentication changed",
+			change: func(t *testing.T, s *Store, ct *CreatedTenant, p *Proxy) {
+				requireAuth := true
+				in := ProxyInput{Name: "moved", DestinationURL: "https://other.example.com/v2", RequireAuth: &requireAuth}
+				if _, err := s.UpdateProxy(ctx, ct.Tenant.ID, p.ID, "test", in, nil); err != nil {
+					t.Fatal(err)
+				}
+			},
+			check: func(t *testing.T, p *Proxy, _ *Tenant, err error) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if p.DestinationURL != "https://other.example.com/v2" || !p.RequireAuth {
+					t.Errorf("proxy after the update: %s, require_auth %v", p.DestinationURL, p.RequireAuth)
+				}
+			},
+		},
+		{
+			name: "tenant settings changed",
+			change: func(t *testing.T, s *Store, ct *CreatedTenant, p *Proxy) {
+				in := TenantUpdate{Name: "renamed", Settings: map[string]string{"disable_ephemeral_proxy": "true"}}
+				if _, err := s.UpdateTenant(ctx, ct.Tenant.ID, "test", in); err != nil {
+					t.Fatal(err)
+				}
+			},
+			check: func(t *testing.T, _ *Proxy, tn *Tenant, err error) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tn.Name != "renamed" || tn.Settings["disable_ephemeral_proxy"] != "true" {
+					t.Errorf("tenant after the update: %q %v", tn.Name, tn.Settings)
+				}
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _ := newTestStore(t)
+			ct := mustCreateTenant(t, s, "Cached", TenantTest)
+			p := mustCreateProxy(t, s, ct.Tenant.ID, ProxyInput{Name: "pay", DestinationURL: dest})
+			for range 2 { // the second is served from the cache
+				if _, _, err := s.ProxyByKey(ctx, p.Key); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, _, ok := s.credentials.proxy(keyDigest(p.Key)); !ok {
+				t.Fatal("the proxy is not cached after two lookups")
+			}
+			tc.change(t, s, ct, p)
+			got, tn, err := s.ProxyByKey(ctx, p.Key)
+			tc.check(t, got, tn, err)
+		})
+	}
+}
+
+func wantProxyNotFound(t *testing.T, p *Proxy, _ *Tenant, err error) {
+	t.Helper()
+	if !errors.Is(err, ErrNotFound) {
+		t.Fatalf("ProxyByKey after the change = %+v, %v; want ErrNotFound", p, err)
 	}
 }
 
@@ -122,21 +212,29 @@ func wantUnauthenticated(t *testing.T, p *Principal, err error) {
 	}
 }
 
-// Token writes do not touch principals, so they leave the cache warm.
-func TestTokenWritesKeepPrincipalsCached(t *testing.T) {
+// Token writes do not touch what credentials resolve to, so they leave the
+// cache warm.
+func TestTokenWritesKeepCredentialsCached(t *testing.T) {
 	w := newTWWorld(t, nil)
 	ct := mustCreateTenant(t, w.s, "Warm", TenantTest)
 	w.mustCreate("admin", TokenInput{Type: "token", Data: "first"}) // creates the world's application
+	p := mustCreateProxy(t, w.s, ct.Tenant.ID, ProxyInput{Name: "pay", DestinationURL: "https://api.example.com"})
 	if _, err := w.s.Authenticate(w.ctx, ct.Key); err != nil {
 		t.Fatal(err)
 	}
+	if _, _, err := w.s.ProxyByKey(w.ctx, p.Key); err != nil {
+		t.Fatal(err)
+	}
 	w.mustCreate("admin", TokenInput{Type: "token", Data: "hello"})
-	if _, ok := w.s.principals.lookup(keyDigest(ct.Key)); !ok {
+	if _, ok := w.s.credentials.principal(keyDigest(ct.Key)); !ok {
 		t.Fatal("creating a token dropped the cached principals")
+	}
+	if _, _, ok := w.s.credentials.proxy(keyDigest(p.Key)); !ok {
+		t.Fatal("creating a token dropped the cached proxies")
 	}
 }
 
-func TestPrincipalRecord(t *testing.T) {
+func TestCredentialRecord(t *testing.T) {
 	const tenant, app = "11111111-2222-3333-4444-555555555555", "66666666-7777-8888-9999-000000000000"
 	for _, tc := range []struct {
 		key  []byte
@@ -146,6 +244,8 @@ func TestPrincipalRecord(t *testing.T) {
 		{dataKeyKey(tenant, 3), true},
 		{apiKeyIndexKey("ab12"), true},
 		{applicationKey(tenant, app), true},
+		{proxyKey(tenant, app), true},
+		{proxyKeyIndexKey("cd34"), true},
 		{appKeyKey(tenant, app, "k1"), false}, // key metadata: not read by Authenticate
 		{tokenKey(tenant, "t1"), false},
 		{fingerprintKeyKey(tenant), false},
@@ -153,8 +253,8 @@ func TestPrincipalRecord(t *testing.T) {
 		{[]byte(keyVersion + "t/" + tenant + "/tok/app/x"), false},
 		{[]byte(keyVersion + "t/"), false},
 	} {
-		if got := principalRecord(tc.key); got != tc.want {
-			t.Errorf("principalRecord(%s) = %v, want %v", tc.key, got, tc.want)
+		if got := credentialRecord(tc.key); got != tc.want {
+			t.Errorf("credentialRecord(%s) = %v, want %v", tc.key, got, tc.want)
 		}
 	}
 }
@@ -175,7 +275,7 @@ func TestRecordCacheBoundedAndNeverStale(t *testing.T) {
 	if n := s.records.len(); n > 3 {
 		t.Errorf("record cache holds %d entries, want at most 3", n)
 	}
-	if n := s.principals.entries.Len(); n > 3 {
+	if n := s.credentials.principals.Len(); n > 3 {
 		t.Errorf("principal cache holds %d entries, want at most 3", n)
 	}
 

@@ -102,6 +102,9 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, suffix, pinn
 	if err != nil {
 		return err
 	}
+	if sb, ok := body.(*sharedBodyReader); ok {
+		defer sb.body.release() // the forwarder's reference
+	}
 	if t := inv.requestTransform(); t != nil {
 		if body, length, headers, err = f.transformRequest(r, inv, suffix, body, headers); err != nil {
 			return err
@@ -114,8 +117,12 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, suffix, pinn
 		return fmt.Errorf("building the destination request: %w", err)
 	}
 	out.ContentLength = length
+	if sb, ok := body.(*sharedBodyReader); ok {
+		out.GetBody = func() (io.ReadCloser, error) { return sb.body.open(), nil }
+	}
 	if length == 0 {
-		out.Body = http.NoBody
+		closeBody(body)
+		out.Body, out.GetBody = http.NoBody, nil
 	}
 	out.Header = headers
 	sent := time.Now()
@@ -290,7 +297,8 @@ func dropQueryParam(rawQuery, name string) string {
 // requestBody reads and detokenizes the request body when its content
 // type can hold expressions (JSON, form, text); any other body streams
 // through unread. It returns the body to send and its length (-1 when
-// unknown).
+// unknown). A body it read is a *sharedBodyReader over a pooled buffer,
+// whose forwarder reference the caller releases when the call is over.
 func (f *forwarder) requestBody(r *http.Request, inv *invocation, target *url.URL) (io.Reader, int64, error) {
 	kind := bodyKindOf(r.Header.Get("Content-Type"))
 	if kind == bodyOpaque && inv.requestTransform() == nil {
@@ -299,23 +307,42 @@ func (f *forwarder) requestBody(r *http.Request, inv *invocation, target *url.UR
 		}
 		return &limitedBody{r: r.Body, max: maxBodyBytes}, r.ContentLength, nil
 	}
-	raw, err := strictjson.ReadBodyOfLength(r.Body, maxBodyBytes, r.ContentLength)
+	in := getBodyBuffer()
+	raw, err := strictjson.AppendBody(*in, r.Body, maxBodyBytes, r.ContentLength)
 	if err != nil {
+		putBodyBuffer(in)
 		return nil, 0, err
 	}
+	*in = raw[:0] // raw is in *in, or in a larger buffer the pool may keep instead
 	out := raw
 	if kind != bodyOpaque {
-		if out, err = f.detokenize(r.Context(), inv, target, kind, raw); err != nil {
+		dst := getBodyBuffer()
+		if out, err = f.detokenize(r.Context(), inv, target, kind, raw, *dst); err != nil {
+			putBodyBuffer(in)
+			putBodyBuffer(dst)
 			return nil, 0, err
 		}
+		if !sameArray(out, raw) { // out is in *dst, or new: either way the pool may keep it
+			putBodyBuffer(in)
+			in = dst
+		} else {
+			putBodyBuffer(dst)
+		}
 	}
-	return bytes.NewReader(out), int64(len(out)), nil
+	return newSharedBody(in, out).open(), int64(len(out)), nil
+}
+
+// sameArray reports whether a and b share their backing array: the last
+// element of their capacity is the same.
+func sameArray(a, b []byte) bool {
+	return cap(a) > 0 && cap(b) > 0 && &a[:cap(a)][cap(a)-1] == &b[:cap(b)][cap(b)-1]
 }
 
 // detokenize replaces the expressions of a body, writing the audit
 // record before anything is forwarded. A body without "{{" is returned
-// as it is, with no storage access.
-func (f *forwarder) detokenize(ctx context.Context, inv *invocation, target *url.URL, kind bodyKind, raw []byte) ([]byte, error) {
+// as it is, with no storage access. A JSON body's output is written into
+// dst, when large enough.
+func (f *forwarder) detokenize(ctx context.Context, inv *invocation, target *url.URL, kind bodyKind, raw, dst []byte) ([]byte, error) {
 	if !mayHoldExpressions(kind, raw) {
 		return raw, nil
 	}
@@ -346,7 +373,7 @@ func (f *forwarder) detokenize(ctx context.Context, inv *invocation, target *url
 	)
 	switch kind {
 	case bodyJSON:
-		out, _, err = f.store.DetokenizeJSON(ctx, req, opts, raw)
+		out, _, err = f.store.DetokenizeJSON(ctx, req, opts, raw, dst)
 	case bodyForm:
 		out, err = detokenizeForm(ctx, f.store, req, opts, raw)
 	default:
@@ -491,6 +518,13 @@ func (f *forwarder) writeProxyError(w http.ResponseWriter, r *http.Request, err 
 	_ = writeJSON(w, p.Status, struct {
 		ProxyError problem `json:"proxy_error"`
 	}{p})
+}
+
+// closeBody closes a body that implements io.Closer.
+func closeBody(body io.Reader) {
+	if c, ok := body.(io.Closer); ok {
+		_ = c.Close()
+	}
 }
 
 // limitedBody streams a request body, failing past max bytes.

@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -301,6 +302,70 @@ func TestDropQueryParam(t *testing.T) {
 	for _, tt := range tests {
 		if got := dropQueryParam(tt.in, "svc-proxy-key"); got != tt.want {
 			t.Errorf("dropQueryParam(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+// TestProxyBodiesUnderBufferReuse: concurrent calls with bodies of many
+// sizes and kinds, detokenized or sent as read, each reach the
+// destination exactly as they should: request buffers are reused between
+// calls, and no call may see another's bytes.
+func TestProxyBodiesUnderBufferReuse(t *testing.T) {
+	e, cardID := newProxyEnv(t, nil)
+	dest := newDestination(t)
+	r := e.do(tvRoleMgmt, http.MethodPost, "/proxies", map[string]any{"name": "pay", "destination_url": dest.srv.URL})
+	tvWantStatus(t, r, http.StatusCreated, "create proxy")
+	key := tvStr(r.body, "key")
+	ref := "{{ " + cardID + " | json: '$.number' }}"
+	type call struct{ contentType, body, want string }
+	calls := make([]call, 120)
+	for i := range calls {
+		pad := strings.Repeat(string(rune('a'+i%26)), []int{10, 900, 5000, 70000, 200000}[i%5])
+		switch i % 4 {
+		case 0: // JSON, detokenized
+			calls[i] = call{"application/json", `{"i":` + fmt.Sprint(i) + `,"card":"` + ref + `","pad":"` + pad + `"}`,
+				`{"i":` + fmt.Sprint(i) + `,"card":"` + tvCard + `","pad":"` + pad + `"}`}
+		case 1: // JSON without an expression: sent as read
+			b := `{"i":` + fmt.Sprint(i) + `,"pad":"` + pad + `"}`
+			calls[i] = call{"application/json", b, b}
+		case 2: // form, detokenized
+			calls[i] = call{"application/x-www-form-urlencoded", "i=" + fmt.Sprint(i) + "&card=" + url.QueryEscape(ref) + "&pad=" + pad,
+				"i=" + fmt.Sprint(i) + "&card=" + tvCard + "&pad=" + pad}
+		default: // text, detokenized
+			calls[i] = call{"text/plain", fmt.Sprint(i) + " " + ref + " " + pad, fmt.Sprint(i) + " " + tvCard + " " + pad}
+		}
+	}
+	var wg sync.WaitGroup
+	statuses := make([]int, len(calls))
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < len(calls); i += 8 {
+				r := e.do("user", http.MethodPost, "/proxy", calls[i].body, "SVC-PROXY-KEY", key,
+					"Content-Type", calls[i].contentType, "X-Call", fmt.Sprint(i))
+				statuses[i] = r.status
+			}
+		}()
+	}
+	wg.Wait()
+	for i, s := range statuses {
+		if s != http.StatusCreated {
+			t.Fatalf("call %d: status %d", i, s)
+		}
+	}
+	got := dest.received()
+	if len(got) != len(calls) {
+		t.Fatalf("the destination got %d calls, want %d", len(got), len(calls))
+	}
+	for _, req := range got {
+		var i int
+		if _, err := fmt.Sscan(req.header.Get("X-Call"), &i); err != nil {
+			t.Fatalf("a call without X-Call: %v", err)
+		}
+		if req.body != calls[i].want {
+			t.Errorf("call %d (%s, %d bytes): the destination got %d bytes that differ from the %d expected",
+				i, calls[i].contentType, len(calls[i].body), len(req.body), len(calls[i].want))
 		}
 	}
 }

@@ -34,6 +34,7 @@ func (inv *invocation) responseTransform() *vaultstore.ProxyTransform {
 // its {body, headers} is what the destination gets.
 func (f *forwarder) transformRequest(r *http.Request, inv *invocation, suffix string, body io.Reader, headers http.Header) (io.Reader, int64, http.Header, error) {
 	raw, err := io.ReadAll(body)
+	closeBody(body)
 	if err != nil {
 		return nil, 0, nil, err
 	}

@@ -27,12 +27,14 @@ import (
 // string, so an escaped "\u007b\u007b" opens one. A body in which no
 // string can hold "{{" (neither "{{" nor an escaped "{" appears in it) is
 // returned itself, with an empty result and no other work than Validate.
+// Otherwise the output is written into dst from dst[:0] (nil: a new
+// buffer), which it shares when dst is large enough.
 //
 // Checks, errors and the audit record are those of Detokenize: errors
 // name the JSON path of the string ("body" for a top-level string, e.g.
 // "card.number" or "items[2]" otherwise, member names that could be data
 // shown as "*"), and quote neither token data nor body values.
-func (s *Store) DetokenizeJSON(ctx context.Context, req TokenRequest, opts DetokenizeOptions, body []byte) ([]byte, *DetokenizeResult, error) {
+func (s *Store) DetokenizeJSON(ctx context.Context, req TokenRequest, opts DetokenizeOptions, body, dst []byte) ([]byte, *DetokenizeResult, error) {
 	if err := strictjson.Validate(body, strictjson.DefaultLimits); err != nil {
 		return nil, nil, err
 	}
@@ -48,7 +50,7 @@ func (s *Store) DetokenizeJSON(ctx context.Context, req TokenRequest, opts Detok
 	if err != nil {
 		return nil, nil, err
 	}
-	out, err := spliceJSON(body, spans, fields, values)
+	out, err := spliceJSON(dst, body, spans, fields, values)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -226,12 +228,12 @@ func jsonPath(body []byte, stack []jsonFrame) string {
 	return b.String()
 }
 
-// spliceJSON returns body with spans[i] replaced by the JSON encoding of
-// values[i], without HTML escaping.
-func spliceJSON(body []byte, spans []jsonSpan, fields []DetokenizeField, values []any) ([]byte, error) {
-	var out bytes.Buffer
+// spliceJSON writes body into dst from dst[:0] with spans[i] replaced by
+// the JSON encoding of values[i], without HTML escaping.
+func spliceJSON(dst, body []byte, spans []jsonSpan, fields []DetokenizeField, values []any) ([]byte, error) {
+	out := bytes.NewBuffer(dst[:0])
 	out.Grow(len(body) + len(body)/4 + 256)
-	enc := json.NewEncoder(&out)
+	enc := json.NewEncoder(out)
 	enc.SetEscapeHTML(false)
 	prev := 0
 	for i, sp := range spans {

@@ -16,7 +16,10 @@ import (
 func (w *twWorld) detokenizeJSON(app, perm string, body []byte, opts DetokenizeOptions) ([]byte, *DetokenizeResult, error) {
 	w.tb.Helper()
 	opts.Permission = perm
-	out, res, err := w.s.DetokenizeJSON(w.ctx, w.req(app), opts, body)
+	// a buffer with old contents: every test also checks that the output
+	// written into it shows none of them
+	dst := bytes.Repeat([]byte("#"), 4096)
+	out, res, err := w.s.DetokenizeJSON(w.ctx, w.req(app), opts, body, dst)
 	return out, res, twNote(w.tb, err)
 }
 
@@ -136,7 +139,7 @@ func TestDetokenizeJSONUnchangedBodies(t *testing.T) {
 	}
 	// no storage is touched: a request for an unknown tenant, without an
 	// application, would fail any read
-	out, _, err := w.s.DetokenizeJSON(w.ctx, TokenRequest{Tenant: &Tenant{ID: "no-such-tenant"}}, DetokenizeOptions{}, []byte(`["x"]`))
+	out, _, err := w.s.DetokenizeJSON(w.ctx, TokenRequest{Tenant: &Tenant{ID: "no-such-tenant"}}, DetokenizeOptions{}, []byte(`["x"]`), nil)
 	if err != nil || string(out) != `["x"]` {
 		t.Errorf("unknown tenant, nothing to do: %s, %v", out, err)
 	}
@@ -150,7 +153,7 @@ func TestDetokenizeJSONUnchangedBodies(t *testing.T) {
 		}
 	})
 	allocs := testing.AllocsPerRun(100, func() {
-		out, _, err := w.s.DetokenizeJSON(w.ctx, req, opts, body)
+		out, _, err := w.s.DetokenizeJSON(w.ctx, req, opts, body, nil)
 		if err != nil || &out[0] != &body[0] {
 			t.Fatal(err)
 		}
@@ -417,7 +420,7 @@ func FuzzDetokenizeJSON(f *testing.F) {
 	req := w.req("admin")
 	f.Fuzz(func(t *testing.T, body []byte) {
 		in := bytes.Clone(body)
-		out, res, err := w.s.DetokenizeJSON(w.ctx, req, DetokenizeOptions{Permission: "token:use", Limit: 5}, body)
+		out, res, err := w.s.DetokenizeJSON(w.ctx, req, DetokenizeOptions{Permission: "token:use", Limit: 5}, body, nil)
 		twNote(t, err)
 		if !bytes.Equal(in, body) {
 			t.Fatal("the input was modified")
@@ -533,7 +536,7 @@ func BenchmarkDetokenizeJSON(b *testing.B) {
 					return
 				}
 				for b.Loop() {
-					out, res, err := w.s.DetokenizeJSON(w.ctx, req, opts, body)
+					out, res, err := w.s.DetokenizeJSON(w.ctx, req, opts, body, nil)
 					if err != nil || len(res.TokenIDs) != min(len(tc.refs), 5) || len(out) == 0 {
 						b.Fatal(err)
 					}

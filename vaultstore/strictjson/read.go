@@ -21,6 +21,14 @@ func ReadBody(r io.Reader, max int64) ([]byte, error) {
 // once instead of growing, and the declaration is trusted for nothing
 // else.
 func ReadBodyOfLength(r io.Reader, max, length int64) ([]byte, error) {
+	return AppendBody(nil, r, max, length)
+}
+
+// AppendBody is ReadBodyOfLength reading into buf from buf[:0], so that a
+// caller with a buffer to reuse reads without allocating when it is large
+// enough (length+1 bytes, room to observe io.EOF). The result shares buf's
+// memory only then.
+func AppendBody(buf []byte, r io.Reader, max, length int64) ([]byte, error) {
 	if max < 0 {
 		max = 0
 	}
@@ -40,7 +48,11 @@ func ReadBodyOfLength(r io.Reader, max, length int64) ([]byte, error) {
 	if size < 1 {
 		size = 1
 	}
-	buf := make([]byte, 0, size)
+	if int64(cap(buf)) >= size {
+		buf = buf[:0]
+	} else {
+		buf = make([]byte, 0, size)
+	}
 	for {
 		if len(buf) == cap(buf) {
 			buf = append(buf, 0)[:len(buf)]

@@ -99,3 +99,38 @@ func TestReadBodyOfLength(t *testing.T) {
 		})
 	}
 }
+
+// AppendBody reads what ReadBodyOfLength reads, into the buffer it is given
+// when that is large enough, and never shows the buffer's old contents.
+func TestAppendBodyReusesItsBuffer(t *testing.T) {
+	body := strings.Repeat("b", 5000)
+	for _, tc := range []struct {
+		name   string
+		cap    int
+		length int64
+		reused bool
+	}{
+		{"nil buffer", 0, 5000, false},
+		{"too small", 100, 5000, false},
+		{"no room for EOF", 5000, 5000, false},
+		{"exact", 5001, 5000, true},
+		{"large", 1 << 16, 5000, true},
+		{"large, unknown length", 1 << 16, -1, true},
+		{"small, unknown length", 1000, -1, false}, // room for the first 512 bytes, then grown
+		{"large, understated", 1 << 16, 10, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			buf := bytes.Repeat([]byte("z"), tc.cap)[:tc.cap:tc.cap] // stale contents
+			got, err := AppendBody(buf, io.MultiReader(strings.NewReader(body)), 1<<20, tc.length)
+			if err != nil || string(got) != body {
+				t.Fatalf("got %d bytes (%.10q...), %v; want the %d-byte body", len(got), got, err, len(body))
+			}
+			if reused := len(buf) > 0 && &got[0] == &buf[0]; reused != tc.reused {
+				t.Fatalf("buffer reused: %v, want %v", reused, tc.reused)
+			}
+		})
+	}
+	if _, err := AppendBody(make([]byte, 1<<16), strings.NewReader(body), 1000, 5000); err != ErrTooLarge {
+		t.Fatalf("over max into a large buffer: %v, want ErrTooLarge", err)
+	}
+}

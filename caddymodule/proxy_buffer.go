@@ -14,6 +14,17 @@ import (
 // freed memory of a new one would until it is reused.
 var bodyBuffers sync.Pool // of *[]byte
 
+// copyBuffers keeps the buffers that relay destination responses: io.Copy
+// would allocate 32 KB for every call.
+var copyBuffers = sync.Pool{New: func() any { return new([32 << 10]byte) }}
+
+// copyResponse copies src to dst through a pooled buffer.
+func copyResponse(dst io.Writer, src io.Reader) (int64, error) {
+	buf := copyBuffers.Get().(*[32 << 10]byte)
+	defer copyBuffers.Put(buf)
+	return io.CopyBuffer(dst, src, buf[:])
+}
+
 // maxPooledBuffer is the largest buffer kept: room for a body of the
 // largest size allowed, detokenized.
 const maxPooledBuffer = 2 * maxBodyBytes

@@ -447,7 +447,7 @@ func (f *forwarder) relay(w http.ResponseWriter, resp *http.Response) error {
 	}
 	h.Set(f.headers.destinationStatus, strconv.Itoa(resp.StatusCode))
 	w.WriteHeader(resp.StatusCode)
-	n, err := io.Copy(w, io.LimitReader(resp.Body, maxProxyResponseBytes+1))
+	n, err := copyResponse(w, io.LimitReader(resp.Body, maxProxyResponseBytes+1))
 	if n > maxProxyResponseBytes || err != nil {
 		// the status is sent; all that is left is to cut the response short
 		if c := f.logger.Check(zap.DebugLevel, "destination response cut short"); c != nil {

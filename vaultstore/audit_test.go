@@ -601,3 +601,41 @@ func TestAuditRecordsExpireWithLogRetention(t *testing.T) {
 		}
 	}
 }
+
+// An audit record encodes itself exactly as json.Marshal does, whatever
+// its strings hold and whichever optional members are empty.
+func TestAuditRecordEncodesAsJSONMarshal(t *testing.T) {
+	ts := Timestamp{time.Date(2026, 11, 23, 1, 2, 3, 456789000, time.UTC)}
+	strs := []string{"", "a", "proxy request detokenized for api.example.com", `<&>"\`, "ñandú", "\u2028x\u2029",
+		"bad \xff utf-8", "tab\tnew\nline\x00", "tok_" + strings.Repeat("9", 40)}
+	tables := []*AuditRecord{
+		nil,
+		{},
+		{ID: "r1", TenantID: "t1", EntityType: "token", Operation: "read", CreatedAt: &ts},
+		{ID: "r2", TenantID: "t1", ActorID: "app", ActorType: ActorApplication, EntityType: "proxy", EntityID: "p1",
+			Operation: "detokenize", Message: "m", CreatedAt: &ts, TokenIDs: []string{"a", "b"}, Destination: "api.example.com"},
+		{ID: "r3", TokenIDs: []string{}},
+	}
+	for i := 0; i < 2000; i++ {
+		rec := &AuditRecord{ID: strs[(i*7)%len(strs)], TenantID: strs[i%len(strs)], ActorID: strs[(i/3)%len(strs)], ActorType: strs[(i/5)%len(strs)],
+			EntityType: strs[(i/7)%len(strs)], EntityID: strs[(i/11)%len(strs)], Operation: strs[(i/13)%len(strs)],
+			Message: strs[(i/17)%len(strs)], Destination: strs[(i/19)%len(strs)]}
+		if i%2 == 0 {
+			rec.CreatedAt = &ts
+		}
+		if i%3 > 0 {
+			rec.TokenIDs = strs[:i%len(strs)]
+		}
+		tables = append(tables, rec)
+	}
+	for _, rec := range tables {
+		want, err := json.Marshal(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := rec.appendRecord([]byte("prefix"))
+		if err != nil || string(got) != "prefix"+string(want) {
+			t.Fatalf("appendRecord(%+v) = %s, %v; json.Marshal gives %s", rec, got, err, want)
+		}
+	}
+}

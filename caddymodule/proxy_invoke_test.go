@@ -117,6 +117,14 @@ func newProxyEnv(t testing.TB, faults *failingAudit) (*tvEnv, string) {
 	return e, tvStr(r.body, "id")
 }
 
+// createTestProxy creates a proxy to destination and returns its id and key.
+func createTestProxy(t testing.TB, e *tvEnv, name, destination string) (id, key string) {
+	t.Helper()
+	r := e.do(tvRoleMgmt, http.MethodPost, "/proxies", map[string]any{"name": name, "destination_url": destination})
+	tvWantStatus(t, r, http.StatusCreated, "create proxy")
+	return tvStr(r.body, "id"), tvStr(r.body, "key")
+}
+
 // TestProxyAuditBeforeForward: a detokenizing call writes its audit
 // record before the destination is called; when the record cannot be
 // written the caller gets 503 and the destination nothing.
@@ -124,13 +132,11 @@ func TestProxyAuditBeforeForward(t *testing.T) {
 	faults := &failingAudit{}
 	e, cardID := newProxyEnv(t, faults)
 	dest := newDestination(t)
-	r := e.do(tvRoleMgmt, http.MethodPost, "/proxies", map[string]any{"name": "pay", "destination_url": dest.srv.URL + "/base"})
-	tvWantStatus(t, r, http.StatusCreated, "create proxy")
-	proxyID, proxyKey := tvStr(r.body, "id"), tvStr(r.body, "key")
+	proxyID, proxyKey := createTestProxy(t, e, "pay", dest.srv.URL+"/base")
 	body := `{"number":"{{ ` + cardID + ` | json: '$.number' }}"}`
 
 	faults.on.Store(true)
-	r = e.do("user", http.MethodPost, "/proxy/charges", body, "SVC-PROXY-KEY", proxyKey)
+	r := e.do("user", http.MethodPost, "/proxy/charges", body, "SVC-PROXY-KEY", proxyKey)
 	if r.status != http.StatusServiceUnavailable || tvField(r.body, "proxy_error", "status") == nil {
 		t.Fatalf("audit sink down: want 503 with proxy_error, got %s", r)
 	}
@@ -173,11 +179,9 @@ func TestProxyAuditBeforeForward(t *testing.T) {
 func TestProxyFormBody(t *testing.T) {
 	e, cardID := newProxyEnv(t, nil)
 	dest := newDestination(t)
-	r := e.do(tvRoleMgmt, http.MethodPost, "/proxies", map[string]any{"name": "form", "destination_url": dest.srv.URL})
-	tvWantStatus(t, r, http.StatusCreated, "create proxy")
-	key := tvStr(r.body, "key")
+	_, key := createTestProxy(t, e, "form", dest.srv.URL)
 	body := "z=1&card%5Bnumber%5D=" + url.QueryEscape("{{ "+cardID+" | json: '$.number' }}") + "&a=x+y&card=" + url.QueryEscape("{{ "+cardID+" | json: '$.expiration_month' }}")
-	r = e.do("user", http.MethodPost, "/proxy", body, "SVC-PROXY-KEY", key, "Content-Type", "application/x-www-form-urlencoded")
+	r := e.do("user", http.MethodPost, "/proxy", body, "SVC-PROXY-KEY", key, "Content-Type", "application/x-www-form-urlencoded")
 	tvWantStatus(t, r, http.StatusCreated, "form proxy")
 	got := dest.received()
 	want := "z=1&card%5Bnumber%5D=" + tvCard + "&a=x+y&card=12"
@@ -313,9 +317,7 @@ func TestDropQueryParam(t *testing.T) {
 func TestProxyBodiesUnderBufferReuse(t *testing.T) {
 	e, cardID := newProxyEnv(t, nil)
 	dest := newDestination(t)
-	r := e.do(tvRoleMgmt, http.MethodPost, "/proxies", map[string]any{"name": "pay", "destination_url": dest.srv.URL})
-	tvWantStatus(t, r, http.StatusCreated, "create proxy")
-	key := tvStr(r.body, "key")
+	_, key := createTestProxy(t, e, "pay", dest.srv.URL)
 	ref := "{{ " + cardID + " | json: '$.number' }}"
 	type call struct{ contentType, body, want string }
 	calls := make([]call, 120)
@@ -394,9 +396,7 @@ func TestProxyRelaysResponsesWhole(t *testing.T) {
 		io.WriteString(w, answer(n))
 	}))
 	t.Cleanup(dest.Close)
-	r := e.do(tvRoleMgmt, http.MethodPost, "/proxies", map[string]any{"name": "echo", "destination_url": dest.URL})
-	tvWantStatus(t, r, http.StatusCreated, "create proxy")
-	key := tvStr(r.body, "key")
+	_, key := createTestProxy(t, e, "echo", dest.URL)
 	sizes := []int{0, 8, 9, 32<<10 - 1, 32 << 10, 32<<10 + 1, 300_000, maxProxyResponseBytes}
 	var wg sync.WaitGroup
 	errs := make([]string, len(sizes)*4)

@@ -49,12 +49,7 @@ func FuzzCompileEvaluate(f *testing.F) {
 			}
 			return
 		}
-		d := json.NewDecoder(strings.NewReader(data))
-		d.UseNumber()
-		var v any
-		if d.Decode(&v) != nil {
-			v = data
-		}
+		v := fuzzData(data)
 		if _, err := e.Evaluate(map[string]any{"data": v}); err != nil {
 			var xe *Error
 			if !errors.As(err, &xe) {
@@ -123,4 +118,16 @@ func FuzzFilters(f *testing.F) {
 			}
 		}
 	})
+}
+
+// fuzzData is a fuzzer's data string as an expression binds it: decoded
+// JSON (numbers exact) when it is JSON, else the string itself.
+func fuzzData(data string) any {
+	d := json.NewDecoder(strings.NewReader(data))
+	d.UseNumber()
+	var v any
+	if d.Decode(&v) != nil {
+		return data
+	}
+	return v
 }

@@ -571,6 +571,10 @@ func TestTokenCreateValidation(t *testing.T) {
 		{"container with dot segment", `{"type":"token","data":"x","containers":["/general/../pci/"]}`, "containers[0]"},
 		{"metadata non-string value", `{"type":"token","data":"x","metadata":{"k":5}}`, "metadata.k"},
 		{"metadata card number as value", `{"type":"token","data":"x","metadata":{"k":` + tvCard + `}}`, "metadata.k"},
+		{"metadata null value", `{"type":"token","data":"x","metadata":{"a":"1","k":null}}`, "metadata.k"},
+		{"metadata object value", `{"type":"token","data":"x","metadata":{"k":{"nested":"v"}}}`, "metadata.k"},
+		{"metadata not an object", `{"type":"token","data":"x","metadata":"k=v"}`, "metadata"},
+		{"metadata an array", `{"type":"token","data":"x","metadata":["k"]}`, "metadata"},
 		{"mask that does not parse", `{"type":"token","data":"x","mask":"{{ data | no_such_filter }}"}`, "mask"},
 		{"mask unterminated", `{"type":"card","data":{"number":"` + tvCard + `"},"mask":{"number":"{{ data.number | reveal_last: 4"}}`, "mask.number"},
 		{"expires_at in the past", `{"type":"token","data":"x","expires_at":"1/1/2000"}`, "expires_at"},
@@ -579,6 +583,12 @@ func TestTokenCreateValidation(t *testing.T) {
 		{"search index evaluating to empty", `{"type":"token","data":{"a":"b"},"search_indexes":["{{ data.nothing }}"]}`, "search_indexes[0]"},
 		{"fingerprint expression evaluating to empty", `{"type":"token","data":{"a":"b"},"fingerprint_expression":"{{ data.nothing }}"}`, "fingerprint_expression"},
 	}
+	t.Run("metadata null is no metadata", func(t *testing.T) {
+		r := e.create(tvRoleReveal, `{"type":"token","data":"x","metadata":null}`)
+		if m := tvField(r.body, "metadata"); m != nil {
+			t.Fatalf("metadata %v, want none: %s", m, r.raw)
+		}
+	})
 	for _, c := range tvIDForbiddenChars() {
 		cases = append(cases, struct{ name, body, field string }{
 			"id with " + c, tvJSON(t, map[string]any{"type": "token", "data": "x", "id": "abc" + c + "def"}), "id",
@@ -1004,6 +1014,7 @@ func TestTokenize(t *testing.T) {
 		{"bad card inside an object", `{"x":"a","pay":{"card":{"type":"card","data":{"number":"` + tvCard + `","cvc":"12"}}}}`, "pay.card.data.cvc"},
 		{"unknown type", `["a",{"type":"cheque","data":"x"}]`, "[1].type"},
 		{"metadata not strings", `["a",{"type":"token","data":"x","metadata":{"k":1}}]`, "[1].metadata.k"},
+		{"metadata null value", `["a",{"type":"token","data":"x","metadata":{"k":null}}]`, "[1].metadata.k"},
 	}
 	for _, tc := range errCases {
 		t.Run(tc.name, func(t *testing.T) {

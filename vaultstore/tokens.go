@@ -57,16 +57,16 @@ type tokenRecord struct {
 
 // TokenInput is the body of a token create, inside /tokenize too.
 type TokenInput struct {
-	ID                    string            `json:"id"`
-	Type                  string            `json:"type"`
-	Data                  any               `json:"data"`
-	Mask                  any               `json:"mask"`
-	Containers            []string          `json:"containers"`
-	Metadata              map[string]string `json:"metadata"`
-	SearchIndexes         []string          `json:"search_indexes"`
-	FingerprintExpression string            `json:"fingerprint_expression"`
-	DeduplicateToken      *bool             `json:"deduplicate_token"`
-	ExpiresAt             string            `json:"expires_at"`
+	ID                    string   `json:"id"`
+	Type                  string   `json:"type"`
+	Data                  any      `json:"data"`
+	Mask                  any      `json:"mask"`
+	Containers            []string `json:"containers"`
+	Metadata              Metadata `json:"metadata"`
+	SearchIndexes         []string `json:"search_indexes"`
+	FingerprintExpression string   `json:"fingerprint_expression"`
+	DeduplicateToken      *bool    `json:"deduplicate_token"`
+	ExpiresAt             string   `json:"expires_at"`
 }
 
 // container is the one container a token lives in.

@@ -2,8 +2,11 @@ package vaultstore
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"reflect"
 	"slices"
 	"sort"
 	"strconv"
@@ -335,6 +338,40 @@ func NormalizeContainers(list []string, v *ValidationError) []string {
 		out[i] = n
 	}
 	return out
+}
+
+// Metadata is the metadata of a token to create: an object of strings.
+// Decoding it refuses a member that is not a string, null included, which
+// encoding/json would quietly store as "".
+type Metadata map[string]string
+
+// UnmarshalJSON decodes an object of strings. Its errors are
+// *json.UnmarshalTypeError without an offset (one would count from the
+// start of this object, not of the body) and with the member in Field, to
+// which encoding/json prefixes the path to the metadata.
+func (m *Metadata) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*m = nil
+		return nil
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			te.Offset = 0
+		}
+		return err
+	}
+	out := make(Metadata, len(raw))
+	for _, k := range slices.Sorted(maps.Keys(raw)) { // the first bad member by name, every time
+		var v string
+		if string(raw[k]) == "null" || json.Unmarshal(raw[k], &v) != nil {
+			return &json.UnmarshalTypeError{Value: "non-string", Type: reflect.TypeFor[string](), Field: k}
+		}
+		out[k] = v
+	}
+	*m = out
+	return nil
 }
 
 // Metadata bounds, in characters.

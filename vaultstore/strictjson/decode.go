@@ -80,7 +80,13 @@ func decodeValidated(body []byte, v any) error {
 func convertDecodeError(body []byte, err error) *Error {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
-		field, ok := pathAt(body, int(te.Offset))
+		// encoding/json's own offsets point into the body; a type's
+		// UnmarshalJSON reports none, and the path encoding/json built
+		// in Field names the member instead
+		field, ok := "", false
+		if te.Offset > 0 {
+			field, ok = pathAt(body, int(te.Offset))
+		}
 		if !ok {
 			field = te.Field
 		}

@@ -88,9 +88,11 @@ type jobRuntime struct {
 	id            uint64
 	emit          func(*frame) error // sends log and call frames to the parent
 	helpers       helpers
-	deep          bool       // set up for reuse
-	runs          int        // runs started in this realm
-	tenantRequire goja.Value // the tenant code's require, made at its first run
+	json          jsonWriter    // writes results; see stringify.go
+	stringify     goja.Callable // json.stringify as a function of the realm
+	deep          bool          // set up for reuse
+	runs          int           // runs started in this realm
+	tenantRequire goja.Value    // the tenant code's require, made at its first run
 
 	filename, dirname goja.Value // of the tenant's module, as its code sees them
 
@@ -187,6 +189,8 @@ func newJobRuntime(cfg *runtimeConfig, id uint64, emit func(*frame) error, modul
 		}
 		*dst = fn
 	}
+	rt.json = jsonWriter{vm: vm, builtin: rt.helpers.stringify}
+	rt.stringify, _ = goja.AssertFunction(vm.ToValue(rt.json.stringify))
 	return rt, nil
 }
 
@@ -441,7 +445,7 @@ func stopError(sig jobSignals) *errFrame {
 
 // output turns the settled value into JSON text.
 func (rt *jobRuntime) output(v goja.Value, sig jobSignals) runOutcome {
-	s, err := rt.helpers.stringify(goja.Undefined(), v)
+	s, err := rt.stringify(goja.Undefined(), v)
 	if err != nil {
 		var ex *goja.Exception
 		if errors.As(err, &ex) {

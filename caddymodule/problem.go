@@ -190,17 +190,26 @@ func scrubbedError(err error) zap.Field {
 	return zap.String("error", scrubDigits(err.Error()))
 }
 
-// writeJSON sends v with status, as a json.Encoder writes it; a token
-// encodes itself, byte for byte the same, without reflection.
+// writeJSON sends v with status, as a json.Encoder writes it; a token and
+// a page of tokens encode themselves, byte for byte the same, without
+// reflection.
 func writeJSON(w http.ResponseWriter, status int, v any) error {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	tok, ok := v.(*vaultstore.Token) // the type itself: a type embedding Token would lose its own fields
-	if !ok {
+	var (
+		b   []byte
+		err error
+	)
+	// the types themselves: a type embedding one would lose its own fields
+	switch v := v.(type) {
+	case *vaultstore.Token:
+		b, err = v.AppendJSON(make([]byte, 0, 1024))
+	case page[*vaultstore.Token]:
+		b, err = appendTokenPage(make([]byte, 0, 1024*(1+len(v.Data))), v)
+	default:
 		return json.NewEncoder(w).Encode(v)
 	}
-	b, err := tok.AppendJSON(make([]byte, 0, 1024))
 	if err != nil {
 		return fmt.Errorf("encoding response: %w", err)
 	}

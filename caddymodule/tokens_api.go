@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/tokenvault/tokenvault/vaultstore"
@@ -279,4 +280,32 @@ func tokenPage(toks []*vaultstore.Token, total, number, size int) page[*vaultsto
 		Pagination: pagination{TotalItems: total, PageNumber: number, PageSize: size, TotalPages: (total + size - 1) / size},
 		Data:       toks,
 	}
+}
+
+// appendTokenPage appends p as json.Marshal encodes it, each token
+// encoding itself.
+func appendTokenPage(dst []byte, p page[*vaultstore.Token]) ([]byte, error) {
+	dst = append(dst, `{"pagination":{"total_items":`...)
+	dst = strconv.AppendInt(dst, int64(p.Pagination.TotalItems), 10)
+	dst = append(dst, `,"page_number":`...)
+	dst = strconv.AppendInt(dst, int64(p.Pagination.PageNumber), 10)
+	dst = append(dst, `,"page_size":`...)
+	dst = strconv.AppendInt(dst, int64(p.Pagination.PageSize), 10)
+	dst = append(dst, `,"total_pages":`...)
+	dst = strconv.AppendInt(dst, int64(p.Pagination.TotalPages), 10)
+	dst = append(dst, `},"data":`...)
+	if p.Data == nil {
+		return append(dst, "null}"...), nil
+	}
+	dst = append(dst, '[')
+	for i, t := range p.Data {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		var err error
+		if dst, err = t.AppendJSON(dst); err != nil {
+			return nil, err
+		}
+	}
+	return append(dst, "]}"...), nil
 }

@@ -62,11 +62,21 @@ var (
 // built-in.
 func (w *jsonWriter) stringify(call goja.FunctionCall) goja.Value {
 	w.buf, w.stack = w.buf[:0], w.stack[:0]
+	defer func() {
+		if cap(w.buf) > maxKeptBuffer { // a realm may serve many runs
+			w.buf = nil
+		}
+	}()
 	if !w.value("", call.Argument(0), 0) {
 		return goja.Undefined()
 	}
 	return w.vm.ToValue(string(w.buf))
 }
+
+// maxKeptBuffer is the largest output buffer a realm keeps for its next
+// run; a larger one (a big result, or one refused for its size) goes to
+// the garbage collector.
+const maxKeptBuffer = 64 << 10
 
 // value writes the JSON of v, the value of key in its holder, and reports
 // false when v has none (undefined, a function, a symbol).

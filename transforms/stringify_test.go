@@ -192,3 +192,26 @@ func FuzzJSONWriter(f *testing.F) {
 		checkWriterOnJSON(t, rt, text)
 	})
 }
+
+// A realm keeps a small output buffer for its next run, never a large one.
+func TestJSONWriterKeepsOnlySmallBuffers(t *testing.T) {
+	rt := newTestRealm(t)
+	for _, tc := range []struct {
+		src  string
+		kept bool
+	}{
+		{`({a: "x".repeat(1000)})`, true},
+		{`({a: "x".repeat(200000)})`, false},
+	} {
+		v, err := rt.vm.RunString(tc.src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rt.stringify(goja.Undefined(), v); err != nil {
+			t.Fatal(err)
+		}
+		if kept := rt.json.buf != nil; kept != tc.kept {
+			t.Errorf("%s: buffer of cap %d kept: %v, want %v", tc.src, cap(rt.json.buf), kept, tc.kept)
+		}
+	}
+}

@@ -71,8 +71,12 @@ func open(aead cipher.AEAD, sealed, aad []byte) ([]byte, error) {
 	return pt, nil
 }
 
+// sealAAD is the associated data seal binds: a fixed label, the header
+// and the caller's aad, in one allocation.
 func sealAAD(header, aad []byte) []byte {
-	return append(append([]byte("tokenvault/"), header...), aad...)
+	const label = "tokenvault/"
+	b := make([]byte, 0, len(label)+len(header)+len(aad))
+	return append(append(append(b, label...), header...), aad...)
 }
 
 // keyCheck derives a value that proves a master key is the one a store was

@@ -140,8 +140,10 @@ func (k *keyring) forget(tenantID string) {
 	k.mu.Unlock()
 }
 
+// recordAAD binds a sealed record to its kind, tenant and id.
 func recordAAD(kind, tenantID, id string) []byte {
-	return []byte(kind + "|" + tenantID + "|" + id)
+	b := make([]byte, 0, len(kind)+len(tenantID)+len(id)+2)
+	return append(append(append(append(append(b, kind...), '|'), tenantID...), '|'), id...)
 }
 
 // recordAppender is a record that encodes itself exactly as json.Marshal

@@ -1094,6 +1094,24 @@ func (c *jsonCursor) anyInto(p *any) error {
 	return nil
 }
 
+// knownMembers are the members of the built-in token types' data; a
+// decoded map uses these strings as its keys instead of allocating them.
+var knownMembers = func() map[string]string {
+	m := make(map[string]string)
+	for _, k := range append(append([]string(nil), cardMembers...), bankMembers...) {
+		m[k] = k
+	}
+	return m
+}()
+
+// internedKey is key as a string, shared when it is a known member.
+func internedKey(key []byte) string {
+	if s, ok := knownMembers[string(key)]; ok {
+		return s
+	}
+	return string(key)
+}
+
 // anyValue reads the value at the cursor as a decoder with UseNumber
 // does into an empty interface: map[string]any, []any, string,
 // json.Number, bool or nil.
@@ -1114,7 +1132,7 @@ func (c *jsonCursor) anyValue() (any, error) {
 			if err != nil {
 				return nil, err
 			}
-			m[string(key)] = v
+			m[internedKey(key)] = v
 			if more, err = c.next('}'); err != nil {
 				return nil, err
 			}

@@ -40,6 +40,8 @@ type Job struct {
 	// Args is the JSON of req.args: for a request transform {body,
 	// headers, method, path, query}, for a response transform {body,
 	// headers}, for a reactor the invocation's args. Empty means {}.
+	// The worker, which parses them anyway, refuses args that are not
+	// JSON (KindInvalidInput).
 	Args json.RawMessage
 	// Configuration is req.configuration (nil means {}).
 	Configuration map[string]string

@@ -96,14 +96,26 @@ func TestParseJSONDepth(t *testing.T) {
 	}
 }
 
-// FuzzParseJSON: on any input that encoding/json accepts (the parent's
-// check of job args), parseJSON and JSON.parse agree.
+// FuzzParseJSON: parseJSON refuses whatever encoding/json refuses (it is
+// the only check of job args), and on any input encoding/json accepts,
+// parseJSON and JSON.parse agree.
 func FuzzParseJSON(f *testing.F) {
-	for _, s := range []string{`{"a":[1,2.5,"x",true,null,{"b":-0}]}`, `"\ud800\udc00"`, `{"__proto__":1}`, "\"\xff\"", `[1e400]`} {
+	for _, s := range []string{`{"a":[1,2.5,"x",true,null,{"b":-0}]}`, `"\ud800\udc00"`, `{"__proto__":1}`, "\"\xff\"", `[1e400]`,
+		``, ` `, `{`, `}`, `[1,]`, `{"a":1,}`, `{"a" 1}`, `{a:1}`, `01`, `-`, `.5`, `1.`, `1e`, `+1`, `0x1`, `tru`, `nul`, `"\u12"`,
+		`"\x"`, "\"\x01\"", `"abc`, `[1 2]`, `{"a":1}{}`, `[] x`, `'a'`, `NaN`, `Infinity`, "\"\u2028\"", `{"a":[}]}`} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, text string) {
-		if !json.Valid([]byte(text)) || len(text) > 1<<16 || jsonDepth(text) > maxJSONDepth {
+		if len(text) > 1<<16 {
+			return
+		}
+		if !json.Valid([]byte(text)) {
+			if _, err := parseJSON(goja.New(), []byte(text)); err == nil {
+				t.Fatalf("parseJSON accepted %q, which is not JSON", text)
+			}
+			return
+		}
+		if jsonDepth(text) > maxJSONDepth {
 			return
 		}
 		vm, same := newJSONCompare(t)

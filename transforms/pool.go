@@ -242,9 +242,6 @@ func (p *Pool) Run(ctx context.Context, job Job) (*Result, error) {
 	if len(args) > MaxPayload {
 		return nil, newError(KindInvalidInput, "the args are %d bytes; the limit is %d", len(args), MaxPayload)
 	}
-	if !json.Valid(args) {
-		return nil, newError(KindInvalidInput, "the args are not valid JSON")
-	}
 	config, err := json.Marshal(job.Configuration)
 	if err != nil {
 		return nil, fmt.Errorf("transforms: configuration: %w", err)

@@ -375,9 +375,12 @@ func (rt *jobRuntime) run(prog *goja.Program, j *jobFrame, sig jobSignals) (res 
 			}
 		}
 	}
-	if errors.Is(err, errJSONSyntax) || errors.Is(err, errJSONDepth) || errors.Is(err, errJSONRange) {
-		// The parent checked that the args are JSON; what is left is what
-		// JSON.parse would refuse too. (No message quotes the data.)
+	// The args are checked here, where they are parsed anyway, rather
+	// than scanned once more in the parent. (No message quotes the data.)
+	switch {
+	case errors.Is(err, errJSONSyntax):
+		return runOutcome{err: &errFrame{Kind: KindInvalidInput, Message: "the args are not valid JSON"}}
+	case errors.Is(err, errJSONDepth) || errors.Is(err, errJSONRange):
 		return runOutcome{err: &errFrame{Kind: KindInvalidInput,
 			Message: "the args cannot be parsed by JavaScript (a number out of range, or nesting deeper than " + strconv.Itoa(maxJSONDepth) + " levels)"}}
 	}

@@ -505,6 +505,7 @@ func TestLoad(t *testing.T) {
 		readList.total, ms(readList.p50), listed.total, ms(listed.p50))
 	out("caddy peak RSS %s (anonymous and file-backed), storage %s after the run\n", procStatus(pid, "VmHWM"), dirSize(s.opts.Storage))
 	out("caddy log: %s\n", summarizeLog(s.stderr()))
+	out("transform workers: %s\n", transformStats(s))
 	if dest.failed() > 0 {
 		out("the destination refused %d requests whose bodies were not as expected\n", dest.failed())
 	}
@@ -1187,4 +1188,21 @@ func (s *server) profileCPU(t *testing.T, path string, d time.Duration) func() {
 		}
 	}()
 	return func() { <-done }
+}
+
+// transformStats summarizes the transform pool's counters from Caddy's
+// metrics: runs, how many found their realm warm, workers started.
+func transformStats(s *server) string {
+	body := string(s.adminGet("/metrics").Raw)
+	value := func(name string) string {
+		for _, line := range strings.Split(body, "\n") {
+			if v, ok := strings.CutPrefix(line, name+" "); ok {
+				return v
+			}
+		}
+		return "?"
+	}
+	return fmt.Sprintf("%s runs, %s of them on a warm realm, %s workers started",
+		value("tokenvault_transform_worker_runs_total"), value("tokenvault_transform_warm_runs_total"),
+		value("tokenvault_transform_worker_starts_total"))
 }

@@ -1,6 +1,7 @@
 package vaultstore
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -354,6 +355,21 @@ func (m *Metadata) UnmarshalJSON(b []byte) error {
 		*m = nil
 		return nil
 	}
+	// The common case in one pass: encoding/json would store a null
+	// member as "", so text that holds "null" anywhere takes the member
+	// by member path below, as does any error, to be named the same way
+	// every time.
+	var out map[string]string
+	if err := json.Unmarshal(b, &out); err == nil && !bytes.Contains(b, []byte("null")) {
+		*m = out
+		return nil
+	}
+	return m.unmarshalMembers(b)
+}
+
+// unmarshalMembers is UnmarshalJSON member by member, refusing the first
+// member, by name, that is not a string.
+func (m *Metadata) unmarshalMembers(b []byte) error {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(b, &raw); err != nil {
 		var te *json.UnmarshalTypeError

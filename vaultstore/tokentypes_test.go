@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"regexp"
 	"slices"
@@ -568,6 +569,29 @@ func FuzzValidateCard(f *testing.F) {
 					t.Errorf("accepted card number of length %d", len(n))
 				}
 			}
+		}
+	})
+}
+
+// FuzzMetadataUnmarshal: the one-pass decoding of metadata gives the
+// same metadata, and the same error, as decoding member by member.
+func FuzzMetadataUnmarshal(f *testing.F) {
+	for _, s := range []string{`{}`, `null`, `{"a":"b"}`, `{"a":null}`, `{"a":"null"}`, `{"nullable":"x"}`, `{"a":1}`,
+		`{"b":1,"a":null}`, `{"a":"x","a":"y"}`, `[]`, `"x"`, `5`, `{"a":{"b":"c"}}`, `{"a":"\u0000"}`, `{`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var fast, slow Metadata
+		errFast := fast.UnmarshalJSON(b)
+		errSlow := slow.unmarshalMembers(b)
+		if string(b) == "null" {
+			return // handled before either path
+		}
+		if fmt.Sprint(errFast) != fmt.Sprint(errSlow) {
+			t.Fatalf("%q: error %v, member by member %v", b, errFast, errSlow)
+		}
+		if errFast == nil && !reflect.DeepEqual(fast, slow) {
+			t.Fatalf("%q: %v, member by member %v", b, fast, slow)
 		}
 	})
 }

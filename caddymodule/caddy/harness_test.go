@@ -630,6 +630,18 @@ func (s *server) adminGet(path string) apiResponse {
 	return r
 }
 
+// metric is the value of an unlabelled metric in Caddy's /metrics, "" when
+// it is not there.
+func (s *server) metric(name string) string {
+	s.t.Helper()
+	for _, line := range strings.Split(string(s.adminGet("/metrics").Raw), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			return v
+		}
+	}
+	return ""
+}
+
 // createApp creates an application with the management key mgmtKey and
 // returns its id, its first key and that key's id.
 func (s *server) createApp(mgmtKey string, body any) (id, key, keyID string) {

@@ -1193,16 +1193,7 @@ func (s *server) profileCPU(t *testing.T, path string, d time.Duration) func() {
 // transformStats summarizes the transform pool's counters from Caddy's
 // metrics: runs, how many found their realm warm, workers started.
 func transformStats(s *server) string {
-	body := string(s.adminGet("/metrics").Raw)
-	value := func(name string) string {
-		for _, line := range strings.Split(body, "\n") {
-			if v, ok := strings.CutPrefix(line, name+" "); ok {
-				return v
-			}
-		}
-		return "?"
-	}
 	return fmt.Sprintf("%s runs, %s of them on a warm realm, %s workers started",
-		value("tokenvault_transform_worker_runs_total"), value("tokenvault_transform_warm_runs_total"),
-		value("tokenvault_transform_worker_starts_total"))
+		s.metric("tokenvault_transform_worker_runs_total"), s.metric("tokenvault_transform_warm_runs_total"),
+		s.metric("tokenvault_transform_worker_starts_total"))
 }

@@ -188,7 +188,8 @@ func TestTransformsEndToEnd(t *testing.T) {
 		"response_transform": map[string]any{"code": `module.exports = (req) => ({
 			body: { status: req.args.body.status, pan: 'XXXX' + req.args.body.pan.slice(-4) }, headers: { 'Content-Type': 'application/json' } })`},
 	})
-	r = s.do(http.MethodPost, "/proxy", key, map[string]any{"number": "{{ " + cardID + " | json: '$.number' }}"}, "SVC-PROXY-KEY", str(r.Body, "key"))
+	firstProxyKey := str(r.Body, "key")
+	r = s.do(http.MethodPost, "/proxy", key, map[string]any{"number": "{{ " + cardID + " | json: '$.number' }}"}, "SVC-PROXY-KEY", firstProxyKey)
 	if r.Status != http.StatusOK || str(r.Body, "pan") != "XXXX4242" || str(r.Body, "status") != "charged" {
 		t.Errorf("transformed answer: %d %s", r.Status, r.Raw)
 	}
@@ -232,5 +233,28 @@ func TestTransformsEndToEnd(t *testing.T) {
 		"card": "{{ token: " + cardID + " | json: '$.data' }}"}})
 	if r.Status != http.StatusOK || str(r.Body, "raw", "last4") != "4242" || str(r.Body, "raw", "k") != "v" {
 		t.Errorf("react: %d %s", r.Status, r.Raw)
+	}
+
+	// the pool's counters: six runs so far (two a proxy call), and a
+	// second call of the first proxy finds its realms warm
+	warm := func() int {
+		n, err := strconv.Atoi(s.metric("tokenvault_transform_warm_runs_total"))
+		if err != nil {
+			t.Fatalf("tokenvault_transform_warm_runs_total: %v", err)
+		}
+		return n
+	}
+	warmBefore := warm()
+	if r := s.do(http.MethodPost, "/proxy", key, map[string]any{"number": "{{ " + cardID + " | json: '$.number' }}"}, "SVC-PROXY-KEY", firstProxyKey); r.Status != http.StatusOK {
+		t.Fatalf("second call: %d %s", r.Status, r.Raw)
+	}
+	if got := warm() - warmBefore; got != 2 {
+		t.Errorf("the second call found %d of its 2 realms warm", got)
+	}
+	if runs, err := strconv.Atoi(s.metric("tokenvault_transform_worker_runs_total")); err != nil || runs < 6 {
+		t.Errorf("tokenvault_transform_worker_runs_total = %d (%v), want at least 6", runs, err)
+	}
+	if starts, err := strconv.Atoi(s.metric("tokenvault_transform_worker_starts_total")); err != nil || starts < 1 {
+		t.Errorf("tokenvault_transform_worker_starts_total = %d (%v), want at least 1", starts, err)
 	}
 }

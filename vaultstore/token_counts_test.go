@@ -311,3 +311,72 @@ func tokenIDs(toks []*Token) []string {
 	}
 	return ids
 }
+
+// TestQuietFold: changes that stop short of foldThreshold are folded once
+// no new one has come for foldQuietAfter, so reads stop summing them; a
+// read that finds changes written before a restart arranges the same; and
+// a fold that comes after the tenant's deletion writes nothing under it.
+func TestQuietFold(t *testing.T) {
+	w := newTWWorld(t, nil)
+	tid := w.tenant.ID
+	deltas := func() int {
+		t.Helper()
+		_, n, err := sumUsageIn(w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	waitFolded := func(what string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * foldQuietAfter)
+		for deltas() != 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %d changes still unfolded after %v", what, deltas(), 10*foldQuietAfter)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	for i := range 5 {
+		w.mustCreate("admin", TokenInput{Type: "token", Data: fmt.Sprint(i)})
+	}
+	if n := deltas(); n != 5 {
+		t.Fatalf("%d changes right after 5 creates, want 5 (folded too early)", n)
+	}
+	waitFolded("after 5 creates")
+	if _, total := w.mustList("admin", TokenFilter{}, 0, 1); total != 5 {
+		t.Errorf("total %d after the fold, want 5", total)
+	}
+
+	// as after a restart: a change the store was never told about, which
+	// a read finds
+	err := w.s.kv.Update(w.ctx, func(wr Writer) error {
+		epoch, err := readUsageEpoch(wr, usageCurrentEpochKey(tid), 1)
+		if err != nil {
+			return err
+		}
+		raw, _ := json.Marshal(usageDelta{Count: 1})
+		return wr.Put(usageDeltaKey(tid, epoch, "token", "/general/high/", time.Now(), 1), raw, 0)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, total := w.mustList("admin", TokenFilter{}, 0, 1); total != 6 {
+		t.Errorf("total %d with the unannounced change, want 6", total)
+	}
+	waitFolded("after a read found a change")
+	if _, total := w.mustList("admin", TokenFilter{}, 0, 1); total != 6 {
+		t.Errorf("total %d after folding it, want 6", total)
+	}
+
+	// the tenant goes within foldQuietAfter of its last change
+	w.mustCreate("admin", TokenInput{Type: "token", Data: "last"})
+	if err := w.s.DeleteTenant(w.ctx, tid); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * foldQuietAfter)
+	waitForFolds(t, w.s)
+	if keys := kvKeys(t, w.s, keyVersion+"t/"+tid+"/"); len(keys) != 0 {
+		t.Errorf("after the tenant's deletion a fold wrote %q", keys)
+	}
+}

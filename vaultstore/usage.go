@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 )
@@ -42,12 +43,20 @@ type UsageReport struct {
 // it should not come too often; a read sums at most about this many.
 const foldThreshold = 8192
 
+// foldQuietAfter is how long a tenant's count changes wait, once no new
+// one comes, before they are folded. Without it a burst of writes that
+// stopped short of foldThreshold would leave every later list and usage
+// report summing its changes: at 8,000 of them about 15 ms a read.
+const foldQuietAfter = time.Second
+
 // usageFolds keeps the background folds: the count changes written per
-// tenant since its last fold began, and the tenants whose fold runs.
+// tenant since its last fold began, the tenants whose fold runs, and the
+// tenants waiting for a quiet moment to fold, with their latest change.
 type usageFolds struct {
-	mu      sync.Mutex
-	changes map[string]int
-	running map[string]bool
+	mu         sync.Mutex
+	changes    map[string]int
+	running    map[string]bool
+	lastChange map[string]time.Time
 }
 
 // Usage reports a tenant's token counts by type and its monthly active
@@ -188,18 +197,61 @@ func (s *Store) noteUsageChange(tenantID string) {
 	if s.folds.changes[tenantID]++; s.folds.changes[tenantID] >= foldThreshold {
 		s.startFoldLocked(tenantID)
 	}
+	s.foldWhenQuietLocked(tenantID, true)
+}
+
+// foldWhenQuietLocked arranges a fold of the tenant's changes once
+// foldQuietAfter has passed without a new change; a change (changed)
+// pushes that moment back, a read that found changes does not.
+// s.folds.mu is held.
+func (s *Store) foldWhenQuietLocked(tenantID string, changed bool) {
+	_, armed := s.folds.lastChange[tenantID]
+	if armed && !changed {
+		return
+	}
+	if s.folds.lastChange == nil {
+		s.folds.lastChange = map[string]time.Time{}
+	}
+	s.folds.lastChange[tenantID] = time.Now()
+	if !armed {
+		time.AfterFunc(foldQuietAfter, func() { s.foldIfQuiet(tenantID) })
+	}
+}
+
+// foldIfQuiet folds the tenant's changes if none came for foldQuietAfter
+// and no fold runs; otherwise it looks again when that time is up.
+func (s *Store) foldIfQuiet(tenantID string) {
+	s.folds.mu.Lock()
+	defer s.folds.mu.Unlock()
+	if s.ctx.Err() != nil {
+		return
+	}
+	wait := foldQuietAfter - time.Since(s.folds.lastChange[tenantID])
+	if s.folds.running[tenantID] {
+		wait = foldQuietAfter // what the running fold missed waits for the next look
+	}
+	if wait > 0 {
+		time.AfterFunc(wait, func() { s.foldIfQuiet(tenantID) })
+		return
+	}
+	delete(s.folds.lastChange, tenantID)
+	s.startFoldLocked(tenantID)
 }
 
 // foldUsageIfNeeded starts a fold of a tenant's count changes when a read
 // summed foldThreshold of them (changes written before a restart are not
 // counted by noteUsageChange). The read does not wait for it.
 func (s *Store) foldUsageIfNeeded(tenantID string, deltas int) {
-	if deltas < foldThreshold {
+	if deltas == 0 {
 		return
 	}
 	s.folds.mu.Lock()
 	defer s.folds.mu.Unlock()
-	s.startFoldLocked(tenantID)
+	if deltas >= foldThreshold {
+		s.startFoldLocked(tenantID)
+		return
+	}
+	s.foldWhenQuietLocked(tenantID, false) // changes written before a restart
 }
 
 // startFoldLocked starts a background fold of the tenant's count changes
@@ -238,13 +290,20 @@ func (s *Store) startFoldLocked(tenantID string) {
 func (s *Store) foldUsage(ctx context.Context, tenantID string) error {
 	var closed uint64
 	if err := s.kv.Update(ctx, func(w Writer) error {
+		// A fold after the tenant's deletion writes nothing; reading the
+		// tenant makes a deletion committed meanwhile a conflict.
+		if _, err := w.Get(tenantKey(tenantID)); err != nil {
+			return err
+		}
 		current, err := readUsageEpoch(w, usageCurrentEpochKey(tenantID), 1)
 		if err != nil {
 			return err
 		}
 		closed = current
 		return putUsageEpoch(w, usageCurrentEpochKey(tenantID), current+1)
-	}); err != nil {
+	}); errors.Is(err, ErrNotFound) {
+		return nil // the tenant is gone, and its changes with it
+	} else if err != nil {
 		return err
 	}
 	var from uint64 // the first epoch this fold adds

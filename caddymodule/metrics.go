@@ -124,14 +124,16 @@ func statusClass(code int) string {
 type storeCollector struct{ store *vaultstore.Store }
 
 var (
-	storeSizeDesc = prometheus.NewDesc("tokenvault_store_size_bytes", "Size of the store on disk, by part (lsm: keys, vlog: values).", []string{"part"}, nil)
-	storeGCDesc   = prometheus.NewDesc("tokenvault_store_gc_runs_total", "Value-log garbage collection passes that rewrote a file.", nil, nil)
+	storeSizeDesc  = prometheus.NewDesc("tokenvault_store_size_bytes", "Size of the store on disk, by part (lsm: keys, vlog: values).", []string{"part"}, nil)
+	storeGCDesc    = prometheus.NewDesc("tokenvault_store_gc_runs_total", "Value-log garbage collection passes that rewrote a file.", nil, nil)
+	storeCacheDesc = prometheus.NewDesc("tokenvault_store_cache_bytes", "What the store's caches hold, by cache (block, index); each is bounded by its configured size.", []string{"cache"}, nil)
 )
 
 // Describe implements prometheus.Collector.
 func (c storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- storeSizeDesc
 	ch <- storeGCDesc
+	ch <- storeCacheDesc
 }
 
 // Collect implements prometheus.Collector.
@@ -140,6 +142,8 @@ func (c storeCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(storeSizeDesc, prometheus.GaugeValue, float64(st.LSMBytes), "lsm")
 	ch <- prometheus.MustNewConstMetric(storeSizeDesc, prometheus.GaugeValue, float64(st.VLogBytes), "vlog")
 	ch <- prometheus.MustNewConstMetric(storeGCDesc, prometheus.CounterValue, float64(st.GCRuns))
+	ch <- prometheus.MustNewConstMetric(storeCacheDesc, prometheus.GaugeValue, float64(st.BlockCacheBytes), "block")
+	ch <- prometheus.MustNewConstMetric(storeCacheDesc, prometheus.GaugeValue, float64(st.IndexCacheBytes), "index")
 }
 
 // statusRecorder remembers the status a handler sent.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/ristretto/v2"
 	"go.uber.org/zap"
 )
 
@@ -47,7 +48,17 @@ var errKVClosed = errors.New("the storage is closed")
 // stats reports the engine's sizes and GC passes.
 func (kv *badgerKV) stats() Stats {
 	lsm, vlog := kv.db.Size()
-	return Stats{LSMBytes: lsm, VLogBytes: vlog, GCRuns: kv.gcRuns.Load()}
+	return Stats{LSMBytes: lsm, VLogBytes: vlog, GCRuns: kv.gcRuns.Load(),
+		BlockCacheBytes: cacheHolds(kv.db.BlockCacheMetrics()), IndexCacheBytes: cacheHolds(kv.db.IndexCacheMetrics())}
+}
+
+// cacheHolds is the cost a Badger cache holds: what it took in less what
+// it evicted (0 without the cache).
+func cacheHolds(m *ristretto.Metrics) int64 {
+	if m == nil {
+		return 0
+	}
+	return int64(m.CostAdded()) - int64(m.CostEvicted())
 }
 
 // badgerOptions are the Badger settings the vault exposes.

@@ -69,22 +69,7 @@ func registerMetrics(reg *prometheus.Registry, store *vaultstore.Store, workers 
 		vaultMetrics.destinationTime, vaultMetrics.destinationStatus, vaultMetrics.rateLimited,
 		vaultMetrics.transformRuns, vaultMetrics.transformFailures,
 		storeCollector{store},
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Namespace: "tokenvault", Name: "transform_workers",
-			Help: "Transform worker processes alive.",
-		}, func() float64 { return float64(workers.Stats().Alive) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Namespace: "tokenvault", Name: "transform_worker_starts_total",
-			Help: "Transform worker processes started.",
-		}, func() float64 { return float64(workers.Stats().Started) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Namespace: "tokenvault", Name: "transform_worker_runs_total",
-			Help: "Runs of tenant code that reached a worker.",
-		}, func() float64 { return float64(workers.Stats().Runs) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Namespace: "tokenvault", Name: "transform_warm_runs_total",
-			Help: "Runs that reused a warm realm instead of building one (about 2 ms of CPU each).",
-		}, func() float64 { return float64(workers.Stats().WarmRuns) }),
+		poolCollector{workers},
 	}
 	for _, c := range collectors {
 		if err := reg.Register(c); err != nil {
@@ -144,6 +129,34 @@ func (c storeCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(storeGCDesc, prometheus.CounterValue, float64(st.GCRuns))
 	ch <- prometheus.MustNewConstMetric(storeCacheDesc, prometheus.GaugeValue, float64(st.BlockCacheBytes), "block")
 	ch <- prometheus.MustNewConstMetric(storeCacheDesc, prometheus.GaugeValue, float64(st.IndexCacheBytes), "index")
+}
+
+// poolCollector reports the transform pool's workers and runs on every
+// scrape.
+type poolCollector struct{ pool *transforms.Pool }
+
+var (
+	poolWorkersDesc = prometheus.NewDesc("tokenvault_transform_workers", "Transform worker processes alive.", nil, nil)
+	poolStartsDesc  = prometheus.NewDesc("tokenvault_transform_worker_starts_total", "Transform worker processes started.", nil, nil)
+	poolRunsDesc    = prometheus.NewDesc("tokenvault_transform_worker_runs_total", "Runs of tenant code that reached a worker.", nil, nil)
+	poolWarmDesc    = prometheus.NewDesc("tokenvault_transform_warm_runs_total", "Runs that reused a warm realm instead of building one (about 2 ms of CPU each).", nil, nil)
+)
+
+// Describe implements prometheus.Collector.
+func (c poolCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- poolWorkersDesc
+	ch <- poolStartsDesc
+	ch <- poolRunsDesc
+	ch <- poolWarmDesc
+}
+
+// Collect implements prometheus.Collector.
+func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.pool.Stats()
+	ch <- prometheus.MustNewConstMetric(poolWorkersDesc, prometheus.GaugeValue, float64(st.Alive))
+	ch <- prometheus.MustNewConstMetric(poolStartsDesc, prometheus.CounterValue, float64(st.Started))
+	ch <- prometheus.MustNewConstMetric(poolRunsDesc, prometheus.CounterValue, float64(st.Runs))
+	ch <- prometheus.MustNewConstMetric(poolWarmDesc, prometheus.CounterValue, float64(st.WarmRuns))
 }
 
 // statusRecorder remembers the status a handler sent.

@@ -239,7 +239,8 @@ func (s *Store) foldIfQuiet(tenantID string) {
 }
 
 // foldUsageIfNeeded starts a fold of a tenant's count changes when a read
-// summed foldThreshold of them (changes written before a restart are not
+// summed foldThreshold of them, and otherwise, when it summed any, arranges
+// one for when writes are quiet (changes written before a restart are not
 // counted by noteUsageChange). The read does not wait for it.
 func (s *Store) foldUsageIfNeeded(tenantID string, deltas int) {
 	if deltas == 0 {

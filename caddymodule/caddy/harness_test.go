@@ -630,11 +630,17 @@ func (s *server) adminGet(path string) apiResponse {
 	return r
 }
 
-// metric is the value of an unlabelled metric in Caddy's /metrics, "" when
-// it is not there.
+// metric is the value of a metric in Caddy's /metrics (see metricValue).
 func (s *server) metric(name string) string {
 	s.t.Helper()
-	for _, line := range strings.Split(string(s.adminGet("/metrics").Raw), "\n") {
+	return metricValue(string(s.adminGet("/metrics").Raw), name)
+}
+
+// metricValue is the value of the metric name, written as /metrics writes
+// it (labels included, as in `x_bytes{cache="block"}`), in the /metrics
+// text body; "" when it is not there.
+func metricValue(body, name string) string {
+	for _, line := range strings.Split(body, "\n") {
 		if v, ok := strings.CutPrefix(line, name+" "); ok {
 			return v
 		}

@@ -16,11 +16,15 @@ type CacheConfig struct {
 	// records, and separately the principals API keys resolved to
 	// (default 10,000 entries each).
 	Records int `json:"records,omitempty"`
-	// BlockCache is the storage engine's cache of decompressed table
-	// blocks, in bytes (default 256 MiB).
+	// BlockCache is the storage engine's cache of parsed table blocks, in
+	// bytes of block (default 256 MiB). Tables are stored uncompressed, so
+	// a cached block points into its memory-mapped table file: the bound
+	// is on file pages kept referenced, not on heap.
 	BlockCache int64 `json:"block_cache,omitempty"`
 	// IndexCache is the storage engine's cache of table indexes and bloom
-	// filters, in bytes (default 64 MiB).
+	// filters, in bytes (default 64 MiB). Badger consults it only for
+	// tables it encrypts itself; the vault seals records above the engine,
+	// so its indexes are read from the memory-mapped tables instead.
 	IndexCache int64 `json:"index_cache,omitempty"`
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
 	"github.com/dgraph-io/ristretto/v2"
 	"go.uber.org/zap"
 )
@@ -82,6 +83,12 @@ func openBadger(o badgerOptions) (*badgerKV, error) {
 	opts := badger.DefaultOptions(o.dir).
 		WithSyncWrites(false). // durability comes from group commit below
 		WithNumVersionsToKeep(1).
+		// Values are sealed records, which no compressor can shrink;
+		// Snappy spent CPU on every table built and every block read for
+		// a few per cent of key prefixes, and doubled a table builder's
+		// buffers. Tables written compressed by earlier versions still
+		// read: each table's compression is kept in the manifest.
+		WithCompression(options.None).
 		WithBlockCacheSize(cmp.Or(o.blockCache, DefaultBlockCacheBytes)).
 		WithIndexCacheSize(cmp.Or(o.indexCache, DefaultIndexCacheBytes)).
 		WithLogger(badgerLogger{o.logger.Sugar()}).

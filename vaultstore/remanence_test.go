@@ -14,9 +14,9 @@ import (
 	"github.com/dgraph-io/ristretto/v2/z"
 )
 
-// sstContents returns every key and value of a Badger table file,
-// decompressed: Badger compresses its tables, so a string stored in clear
-// need not appear in the file's raw bytes.
+// sstContents returns every key and value of a Badger table file, read
+// through Badger's table reader with the options Open writes tables with
+// (uncompressed), so a table written otherwise fails to open here.
 func sstContents(tb testing.TB, path string) []byte {
 	tb.Helper()
 	mf, err := z.OpenMmapFile(path, os.O_RDONLY, 0)
@@ -25,7 +25,7 @@ func sstContents(tb testing.TB, path string) []byte {
 	}
 	tbl, err := table.OpenTable(mf, table.Options{
 		ReadOnly:    true,
-		Compression: options.Snappy, // what Open's Badger options use
+		Compression: options.None, // what Open's Badger options use
 		BlockSize:   4 << 10,
 		ChkMode:     options.OnTableAndBlockRead,
 	})

@@ -166,7 +166,13 @@ func (s *Store) recordAccess(ctx context.Context, exp *auditExpectation, t *Tena
 	for _, id := range markIDs { // rewriting a marker that exists is harmless
 		puts = append(puts, &pendingPut{key: activeTokenKey(t.ID, now, id), ttl: activeMarkerTTL})
 	}
-	return s.audits.write(ctx, exp, puts)
+	if err := s.audits.write(ctx, exp, puts); err != nil {
+		return err
+	}
+	for _, p := range puts[1:] {
+		s.active.stored(p.key)
+	}
+	return nil
 }
 
 // writeAudit stamps rec and writes it in w, sealed, to expire after the

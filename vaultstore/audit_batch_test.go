@@ -221,3 +221,31 @@ func TestAuditBatchLingersForAnnouncedReads(t *testing.T) {
 		t.Fatalf("%d reads still announced after every read ended", got)
 	}
 }
+
+// A read whose audit batch failed leaves its token unmarked: the next
+// successful read marks it, so the month's active count stays exact.
+func TestFailedAuditBatchMarksNothingActive(t *testing.T) {
+	w, kv, id := newBatchWorld(t)
+	now := w.clock.Peek()
+	twAdvance(w.clock, time.Date(now.Year(), now.Month()+1, 1, 0, 0, 1, 0, time.UTC).Sub(now))
+	mat := func() int64 { t.Helper(); return w.usage().TokenReport.MonthlyActiveTokens }
+	if n := mat(); n != 0 {
+		t.Fatalf("first of the next month: %d active, want 0", n)
+	}
+	kv.fail.Store(true)
+	if _, err := w.s.GetToken(w.ctx, w.req("admin"), id); err == nil {
+		t.Fatal("a read succeeded without its audit record")
+	}
+	kv.fail.Store(false)
+	if n := mat(); n != 0 {
+		t.Fatalf("after a failed read: %d active, want 0", n)
+	}
+	for range 2 {
+		if _, err := w.s.GetToken(w.ctx, w.req("admin"), id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := mat(); n != 1 {
+		t.Errorf("after two reads once the storage recovered: %d active, want 1", n)
+	}
+}

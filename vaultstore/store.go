@@ -54,6 +54,7 @@ type Store struct {
 	keys        *keyring
 	records     *recordCache
 	credentials *credentialCache
+	active      activeMarks
 	audits      *auditBatcher
 	cvc         *cvcKeyring
 	masters     *masterKeys
@@ -140,7 +141,7 @@ func Open(o Options) (*Store, error) {
 		engine = o.WrapKV(kv)
 	}
 	credentials := newCredentialCache(o.RecordCacheEntries)
-	s := &Store{kv: credentialKV{engine, credentials}, keys: keys, records: newRecordCache(o.RecordCacheEntries), credentials: credentials,
+	s := &Store{kv: credentialKV{engine, credentials}, keys: keys, records: newRecordCache(o.RecordCacheEntries), credentials: credentials, active: newActiveMarks(),
 		masters: masters, cvc: cvc, now: o.Now, logger: o.Logger, dir: dir, events: o.Events, stop: make(chan struct{})}
 	s.audits = newAuditBatcher(s.kv, s.stop, syncLinger)
 	s.ctx, s.cancel = context.WithCancel(context.Background())

@@ -732,11 +732,18 @@ func (s *Store) GetToken(ctx context.Context, req TokenRequest, id string) (*Tok
 
 // isActive reports whether a token is already marked active this month.
 func (s *Store) isActive(r Reader, tenantID, id string) (bool, error) {
-	_, err := r.Get(activeTokenKey(tenantID, s.now(), id))
+	key := activeTokenKey(tenantID, s.now(), id)
+	if s.active.known(key) {
+		return true, nil
+	}
+	_, err := r.Get(key)
 	if errors.Is(err, ErrNotFound) {
 		return false, nil
+	} else if err != nil {
+		return false, err
 	}
-	return err == nil, err
+	s.active.stored(key)
+	return true, nil
 }
 
 // markActiveIDs marks tokens active this month in one write; callers
@@ -745,7 +752,7 @@ func (s *Store) markActiveIDs(ctx context.Context, tenantID string, ids []string
 	if len(ids) == 0 {
 		return nil
 	}
-	return s.kv.Update(ctx, func(w Writer) error {
+	err := s.kv.Update(ctx, func(w Writer) error {
 		for _, id := range ids {
 			if err := s.markActive(w, tenantID, id); err != nil {
 				return err
@@ -753,6 +760,12 @@ func (s *Store) markActiveIDs(ctx context.Context, tenantID string, ids []string
 		}
 		return nil
 	})
+	if err == nil {
+		for _, id := range ids {
+			s.active.stored(activeTokenKey(tenantID, s.now(), id))
+		}
+	}
+	return err
 }
 
 // TokenFilter selects tokens to list.

@@ -71,9 +71,10 @@ type badgerOptions struct {
 	logger     *zap.Logger
 }
 
-// The storage engine's cache sizes when Options leaves them zero. Badger
-// keeps every table index in memory unless its index cache is bounded, so
-// the vault always bounds it.
+// The storage engine's cache sizes when Options leaves them zero. The
+// tables are neither compressed nor encrypted by Badger, so a cached block
+// and every table index point into the memory-mapped table files; Badger
+// consults its index cache only for tables it encrypts.
 const (
 	DefaultBlockCacheBytes = 256 << 20
 	DefaultIndexCacheBytes = 64 << 20
@@ -84,10 +85,11 @@ func openBadger(o badgerOptions) (*badgerKV, error) {
 		WithSyncWrites(false). // durability comes from group commit below
 		WithNumVersionsToKeep(1).
 		// Values are sealed records, which no compressor can shrink;
-		// Snappy spent CPU on every table built and every block read for
-		// a few per cent of key prefixes, and doubled a table builder's
-		// buffers. Tables written compressed by earlier versions still
-		// read: each table's compression is kept in the manifest.
+		// Snappy spent CPU on every table built and every block read, and
+		// a second buffer per block in the table builder, to save about a
+		// tenth of the tables (key prefixes). Tables written compressed by
+		// earlier versions still read: the manifest keeps each table's
+		// compression.
 		WithCompression(options.None).
 		WithBlockCacheSize(cmp.Or(o.blockCache, DefaultBlockCacheBytes)).
 		WithIndexCacheSize(cmp.Or(o.indexCache, DefaultIndexCacheBytes)).

@@ -111,7 +111,7 @@ type storeCollector struct{ store *vaultstore.Store }
 var (
 	storeSizeDesc  = prometheus.NewDesc("tokenvault_store_size_bytes", "Size of the store on disk, by part (lsm: keys, vlog: values).", []string{"part"}, nil)
 	storeGCDesc    = prometheus.NewDesc("tokenvault_store_gc_runs_total", "Value-log garbage collection passes that rewrote a file.", nil, nil)
-	storeCacheDesc = prometheus.NewDesc("tokenvault_store_cache_bytes", "What the store's caches hold, by cache (block, index); each is bounded by its configured size.", []string{"cache"}, nil)
+	storeCacheDesc = prometheus.NewDesc("tokenvault_store_block_cache_bytes", "Bytes of table blocks the storage engine's block cache refers to (pages of the memory-mapped tables, not heap), bounded by block_cache.", nil, nil)
 )
 
 // Describe implements prometheus.Collector.
@@ -127,8 +127,7 @@ func (c storeCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(storeSizeDesc, prometheus.GaugeValue, float64(st.LSMBytes), "lsm")
 	ch <- prometheus.MustNewConstMetric(storeSizeDesc, prometheus.GaugeValue, float64(st.VLogBytes), "vlog")
 	ch <- prometheus.MustNewConstMetric(storeGCDesc, prometheus.CounterValue, float64(st.GCRuns))
-	ch <- prometheus.MustNewConstMetric(storeCacheDesc, prometheus.GaugeValue, float64(st.BlockCacheBytes), "block")
-	ch <- prometheus.MustNewConstMetric(storeCacheDesc, prometheus.GaugeValue, float64(st.IndexCacheBytes), "index")
+	ch <- prometheus.MustNewConstMetric(storeCacheDesc, prometheus.GaugeValue, float64(st.BlockCacheHeld))
 }
 
 // poolCollector reports the transform pool's workers and runs on every

@@ -49,8 +49,7 @@ var errKVClosed = errors.New("the storage is closed")
 // stats reports the engine's sizes and GC passes.
 func (kv *badgerKV) stats() Stats {
 	lsm, vlog := kv.db.Size()
-	return Stats{LSMBytes: lsm, VLogBytes: vlog, GCRuns: kv.gcRuns.Load(),
-		BlockCacheBytes: cacheHolds(kv.db.BlockCacheMetrics()), IndexCacheBytes: cacheHolds(kv.db.IndexCacheMetrics())}
+	return Stats{LSMBytes: lsm, VLogBytes: vlog, GCRuns: kv.gcRuns.Load(), BlockCacheHeld: cacheHolds(kv.db.BlockCacheMetrics())}
 }
 
 // cacheHolds is the cost a Badger cache holds: what it took in less what

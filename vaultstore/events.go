@@ -28,9 +28,10 @@ type Stats struct {
 	LSMBytes  int64 // the key index
 	VLogBytes int64 // the value log
 	GCRuns    int64 // value-log garbage collection passes that rewrote a file
-	// What the storage engine's caches hold now, each bounded by its
-	// configured size: table blocks, and table indexes and filters.
-	BlockCacheBytes, IndexCacheBytes int64
+	// BlockCacheHeld is the bytes of table blocks the engine's block cache
+	// refers to now, bounded by Options.BlockCacheBytes. (Its index cache
+	// serves only tables Badger encrypts, never the vault's.)
+	BlockCacheHeld int64
 }
 
 // Stats returns the storage engine's figures.

@@ -57,8 +57,7 @@ func TestOperationsEndToEnd(t *testing.T) {
 			`tokenvault_tokens_total{event="created",type="card"} 1`,
 			`tokenvault_store_size_bytes{part="vlog"}`,
 			`tokenvault_store_gc_runs_total 0`,
-			`tokenvault_store_cache_bytes{cache="block"}`,
-			`tokenvault_store_cache_bytes{cache="index"}`,
+			`tokenvault_store_block_cache_bytes `,
 		} {
 			if !strings.Contains(body, want) {
 				t.Errorf("/metrics lacks %s", want)

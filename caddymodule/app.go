@@ -145,6 +145,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err := a.Validate(); err != nil {
 		return err
 	}
+	if a.Cache != nil && a.Cache.IndexCache != 0 {
+		a.logger.Warn(indexCacheDeprecated)
+	}
 	policy, err := a.Egress.policy()
 	if err != nil {
 		return err
@@ -179,7 +182,6 @@ func (a *App) Provision(ctx caddy.Context) error {
 			SyncWrites:         *a.SyncWrites,
 			RecordCacheEntries: a.Cache.records(),
 			BlockCacheBytes:    a.Cache.blockCache(),
-			IndexCacheBytes:    a.Cache.indexCache(),
 			Logger:             a.logger.Named("store"),
 			Events:             countStoreEvent,
 		})

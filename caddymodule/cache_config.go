@@ -8,9 +8,10 @@ import (
 )
 
 // CacheConfig bounds the store's in-memory caches; zero fields keep the
-// defaults. Every cache is bounded: with the defaults, a store of any
-// size stays within about 350 MiB of cache (see the README's Memory
-// section for what a million tokens cost).
+// defaults. Every cache is bounded, whatever the size of the store: the
+// records by entries, the block cache by the table pages it keeps
+// referenced (see the README's Memory section for what a million tokens
+// cost).
 type CacheConfig struct {
 	// Records bounds the decoded tenant, application, proxy and key index
 	// records, and separately the principals API keys resolved to
@@ -21,12 +22,17 @@ type CacheConfig struct {
 	// a cached block points into its memory-mapped table file: the bound
 	// is on file pages kept referenced, not on heap.
 	BlockCache int64 `json:"block_cache,omitempty"`
-	// IndexCache is the storage engine's cache of table indexes and bloom
-	// filters, in bytes (default 64 MiB). Badger consults it only for
-	// tables it encrypts itself; the vault seals records above the engine,
-	// so its indexes are read from the memory-mapped tables instead.
+	// IndexCache is deprecated and has no effect: Badger consults an index
+	// cache only for tables it encrypts itself, and the vault seals records
+	// above the engine, so every table's index and bloom filter are read
+	// from its memory-mapped file. A configuration that sets it still
+	// loads, with a warning.
 	IndexCache int64 `json:"index_cache,omitempty"`
 }
+
+// indexCacheDeprecated is the warning a configuration that sets
+// index_cache gets.
+const indexCacheDeprecated = "cache index_cache has no effect and will be removed: remove it from the configuration (table indexes are read from the memory-mapped table files)"
 
 func (c *CacheConfig) records() int {
 	if c == nil {
@@ -42,20 +48,14 @@ func (c *CacheConfig) blockCache() int64 {
 	return c.BlockCache
 }
 
-func (c *CacheConfig) indexCache() int64 {
-	if c == nil {
-		return 0
-	}
-	return c.IndexCache
-}
-
 // unmarshalCache reads the cache block:
 //
 //	cache {
 //	    records     <n>
 //	    block_cache <size, e.g. 256MiB>
-//	    index_cache <size>
 //	}
+//
+// index_cache <size> is still read, and ignored with a warning.
 func (a *App) unmarshalCache(d *caddyfile.Dispenser) error {
 	if d.NextArg() {
 		return d.ArgErr()

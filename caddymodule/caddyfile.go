@@ -55,7 +55,6 @@ func parseGlobalVault(d *caddyfile.Dispenser, existing any) (any, error) {
 //	    cache {
 //	        records     <n>
 //	        block_cache <size>
-//	        index_cache <size>
 //	    }
 //	}
 func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {

@@ -66,18 +66,15 @@ type badgerOptions struct {
 	dir        string
 	syncWrites bool
 	blockCache int64 // bytes; 0: DefaultBlockCacheBytes
-	indexCache int64 // bytes; 0: DefaultIndexCacheBytes
 	logger     *zap.Logger
 }
 
-// The storage engine's cache sizes when Options leaves them zero. The
-// tables are neither compressed nor encrypted by Badger, so a cached block
-// and every table index point into the memory-mapped table files; Badger
-// consults its index cache only for tables it encrypts.
-const (
-	DefaultBlockCacheBytes = 256 << 20
-	DefaultIndexCacheBytes = 64 << 20
-)
+// DefaultBlockCacheBytes is the storage engine's block cache when Options
+// leaves it zero. The tables are neither compressed nor encrypted by
+// Badger, so a cached block points into its memory-mapped table file, and
+// Badger keeps every table's index there too: it has no index cache to
+// size (it consults one only for tables it encrypts).
+const DefaultBlockCacheBytes = 256 << 20
 
 func openBadger(o badgerOptions) (*badgerKV, error) {
 	opts := badger.DefaultOptions(o.dir).
@@ -91,7 +88,6 @@ func openBadger(o badgerOptions) (*badgerKV, error) {
 		// compression.
 		WithCompression(options.None).
 		WithBlockCacheSize(cmp.Or(o.blockCache, DefaultBlockCacheBytes)).
-		WithIndexCacheSize(cmp.Or(o.indexCache, DefaultIndexCacheBytes)).
 		WithLogger(badgerLogger{o.logger.Sugar()}).
 		WithMetricsEnabled(false)
 	db, err := badger.Open(opts)

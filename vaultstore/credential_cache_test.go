@@ -315,26 +315,30 @@ func TestTenantForWriteReturnsACopy(t *testing.T) {
 	}
 }
 
-// The storage engine's caches are bounded by default and take the sizes
-// the options give.
+// The storage engine's block cache is bounded by default and takes the
+// size the options give; no index cache is allocated, since Badger reads
+// the indexes of the tables it does not encrypt from their files.
 func TestEngineCacheSizes(t *testing.T) {
 	for _, tc := range []struct {
-		name              string
-		block, index      int64
-		wantBlock, wantIx int64
+		name      string
+		block     int64
+		wantBlock int64
 	}{
-		{"defaults", 0, 0, DefaultBlockCacheBytes, DefaultIndexCacheBytes},
-		{"configured", 32 << 20, 8 << 20, 32 << 20, 8 << 20},
+		{"default", 0, DefaultBlockCacheBytes},
+		{"configured", 32 << 20, 32 << 20},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := openTestStore(t, Options{Dir: t.TempDir(), BlockCacheBytes: tc.block, IndexCacheBytes: tc.index})
+			s := openTestStore(t, Options{Dir: t.TempDir(), BlockCacheBytes: tc.block})
 			bk, ok := engineAs[*badgerKV](s.kv)
 			if !ok {
 				t.Fatal("no Badger engine")
 			}
 			opts := bk.db.Opts()
-			if opts.BlockCacheSize != tc.wantBlock || opts.IndexCacheSize != tc.wantIx {
-				t.Errorf("block cache %d, index cache %d; want %d, %d", opts.BlockCacheSize, opts.IndexCacheSize, tc.wantBlock, tc.wantIx)
+			if opts.BlockCacheSize != tc.wantBlock || opts.IndexCacheSize != 0 {
+				t.Errorf("block cache %d, index cache %d; want %d, 0", opts.BlockCacheSize, opts.IndexCacheSize, tc.wantBlock)
+			}
+			if bk.db.IndexCacheMetrics() != nil {
+				t.Error("Badger allocated an index cache")
 			}
 		})
 	}

@@ -34,11 +34,9 @@ type Options struct {
 	// keys resolved to, and the proxies proxy keys resolved to. Zero means
 	// DefaultRecordCacheEntries.
 	RecordCacheEntries int
-	// BlockCacheBytes and IndexCacheBytes size the storage engine's caches
-	// of table blocks and of table indexes and bloom filters; zero means
-	// DefaultBlockCacheBytes and DefaultIndexCacheBytes.
+	// BlockCacheBytes sizes the storage engine's cache of table blocks;
+	// zero means DefaultBlockCacheBytes.
 	BlockCacheBytes int64
-	IndexCacheBytes int64
 	// WrapKV, when set, wraps the storage engine; tests inject faults
 	// with it.
 	WrapKV func(KV) KV
@@ -122,7 +120,7 @@ func Open(o Options) (*Store, error) {
 		o.Logger.Warn("upgrading an older store; a copy of it was taken first",
 			zap.Int("format", meta.Format), zap.Int("to_format", FormatVersion), zap.String("copy", copyDir))
 	}
-	kv, err := openBadger(badgerOptions{dir: dir, syncWrites: o.SyncWrites, blockCache: o.BlockCacheBytes, indexCache: o.IndexCacheBytes, logger: o.Logger.Named("badger")})
+	kv, err := openBadger(badgerOptions{dir: dir, syncWrites: o.SyncWrites, blockCache: o.BlockCacheBytes, logger: o.Logger.Named("badger")})
 	if err != nil {
 		return nil, err
 	}

@@ -11,9 +11,18 @@ import (
 // metrics, quotas through the CLI and the audit log, through the built
 // binary.
 func TestOperationsEndToEnd(t *testing.T) {
-	s := startServer(t, serverOpts{RateLimits: true, APIOptions: "health_path /healthz"})
+	// index_cache is deprecated: the configuration still loads, with a
+	// warning
+	s := startServer(t, serverOpts{RateLimits: true, APIOptions: "health_path /healthz",
+		VaultExtra: "cache {\n\t\t\tblock_cache 64MiB\n\t\t\tindex_cache 32MiB\n\t\t}"})
 	ct := s.createTenant("ops")
 	mgmt := ct.Key
+
+	t.Run("deprecated cache option", func(t *testing.T) {
+		if !strings.Contains(s.stderr(), "cache index_cache has no effect and will be removed") {
+			t.Errorf("no deprecation warning for index_cache in the server's log:\n%s", tail(s.stderr(), 2000))
+		}
+	})
 
 	t.Run("health", func(t *testing.T) {
 		r := s.adminGet("/vault/health")

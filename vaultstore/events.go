@@ -29,8 +29,7 @@ type Stats struct {
 	VLogBytes int64 // the value log
 	GCRuns    int64 // value-log garbage collection passes that rewrote a file
 	// BlockCacheHeld is the bytes of table blocks the engine's block cache
-	// refers to now, bounded by Options.BlockCacheBytes. (Its index cache
-	// serves only tables Badger encrypts, never the vault's.)
+	// refers to now, bounded by Options.BlockCacheBytes.
 	BlockCacheHeld int64
 }
 

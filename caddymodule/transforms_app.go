@@ -89,6 +89,10 @@ func (a *App) provisionTransforms() error {
 		if err != nil {
 			return nil, err
 		}
+		if reason := p.Stats().Unconfined; reason != "" {
+			logger.Warn("transform workers run without their system call filter: tenant code that escaped the JavaScript engine could open files and connections",
+				zap.String("reason", reason))
+		}
 		return pooledWorkers{p}, nil
 	})
 	if err != nil {

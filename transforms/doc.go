@@ -40,6 +40,17 @@
 // have no_new_privs, and die with the pool's spawning thread (Linux
 // parent-death signal) or when their stdin closes.
 //
+// System calls (sandbox_linux_amd64.go). Once started, a worker installs
+// a seccomp filter on all its threads: what the Go runtime, its pipes and
+// random numbers need is allowed, everything else fails with EPERM. It
+// cannot open a socket, start a program, trace, read or signal another
+// process (the vault runs as the same user: its memory and
+// /proc/<pid>/environ would otherwise be in reach of code that escaped the
+// engine), or use the filesystem, except to open files for reading when
+// the pool may load operator modules (Options.AllowModules). Where the
+// platform has no filter, the worker says so in its ready frame, and
+// Stats.Unconfined carries the reason (the server logs it).
+//
 // Dispatch (dispatch.go). A worker runs one job at a time, in order. A
 // run takes an idle worker, else starts one while fewer than MaxWorkers
 // are alive, else is pipelined: its job frame is queued in the pipe of a

@@ -40,6 +40,9 @@ type Pool struct {
 	warm     uint64
 	requeued uint64
 	killed   map[string]uint64
+	// unconfined is what the last worker started said about its system
+	// call filter (see Stats.Unconfined)
+	unconfined string
 }
 
 // Stats is a snapshot of a pool.
@@ -68,6 +71,10 @@ type Stats struct {
 	// KindCrash (died or broke the protocol), "idle" (stopped after
 	// IdleTimeout) and "closed".
 	Killed map[string]uint64
+	// Unconfined is why the most recently started worker runs without its
+	// system call filter (seccomp), such as a platform without one; empty
+	// when it has it.
+	Unconfined string
 }
 
 type spawnReq struct {
@@ -158,6 +165,7 @@ func (p *Pool) startWorker(busy bool) (*proc, error) {
 		return nil, err
 	}
 	p.started++
+	p.unconfined = w.unconfined
 	w.slot = p.freeSlot()
 	w.warm = newLRU[uint64, struct{}](realmCacheSize(p.opts.MemoryLimit))
 	w.lastUsed = time.Now()
@@ -552,7 +560,7 @@ func (p *Pool) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := Stats{Alive: len(p.alive), Busy: p.busy, Queued: p.queued, Started: p.started, Runs: p.runs, WarmRuns: p.warm,
-		Requeued: p.requeued, Killed: make(map[string]uint64, len(p.killed))}
+		Requeued: p.requeued, Killed: make(map[string]uint64, len(p.killed)), Unconfined: p.unconfined}
 	for _, t := range p.waiters {
 		if t.queue == nil { // a queued run that rejoined the waiting ones counts as queued
 			s.Waiting++

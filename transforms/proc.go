@@ -24,6 +24,9 @@ type proc struct {
 	exited chan struct{} // closed once the process has been waited for
 	stderr *tailBuffer
 	limit  int64 // memory cap, for messages
+	// unconfined is why the worker runs without its system call filter
+	// (from its ready frame); empty when it has it.
+	unconfined string
 
 	killedFor atomic.Pointer[string] // why the pool killed it, if it did
 	state     *os.ProcessState       // set before exited is closed
@@ -105,6 +108,7 @@ func startProc(o *Options, spawn func(*exec.Cmd) error, done func()) (*proc, err
 	select {
 	case f, ok := <-p.frames:
 		if ok && f.T == frameReady {
+			p.unconfined = f.Unconfined
 			return p, nil
 		}
 		p.kill(KindCrash)

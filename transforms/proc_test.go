@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -75,6 +76,15 @@ func TestWorkerProcessLimits(t *testing.T) {
 	status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if !strings.Contains(string(status), "NoNewPrivs:\t1") {
 		t.Errorf("no_new_privs is not set")
+	}
+	// the system call filter (see TestSyscallFilter for what it refuses)
+	unconfined := p.Stats().Unconfined
+	if runtime.GOOS == "linux" && runtime.GOARCH == "amd64" {
+		if !strings.Contains(string(status), "Seccomp:\t2") || unconfined != "" {
+			t.Errorf("the worker runs without its seccomp filter (%q); status:\n%s", unconfined, status)
+		}
+	} else if unconfined == "" {
+		t.Error("a worker without a system call filter does not say so")
 	}
 	t.Logf("worker %d: RLIMIT_AS %d MiB, RLIMIT_CORE %s", pid, asBytes>>20, core)
 }

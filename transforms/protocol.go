@@ -60,7 +60,10 @@ type frame struct {
 
 	Init *initConfig `json:"init,omitempty"`
 	Pid  int         `json:"pid,omitempty"`
-	Job  *jobFrame   `json:"job,omitempty"`
+	// Unconfined (ready) says why the worker runs without its system
+	// call filter; empty when it has it.
+	Unconfined string    `json:"unconfined,omitempty"`
+	Job        *jobFrame `json:"job,omitempty"`
 
 	// Out is the JSON text of the value the function settled with.
 	Out json.RawMessage `json:"out,omitempty"`

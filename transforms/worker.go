@@ -157,6 +157,13 @@ func ServeWorker(in io.Reader, out io.Writer) error {
 	if err := loadJS(); err != nil {
 		return err
 	}
+	// Last: from here on the worker opens nothing unless it may load
+	// modules (see confineSyscalls); seccomp is used where the kernel has
+	// it, and the parent is told when it does not.
+	unconfined := ""
+	if err := confineSyscalls(len(cfg.AllowModules) > 0); err != nil {
+		unconfined = err.Error()
+	}
 	w := &workerState{
 		cfg: cfg,
 		rcfg: runtimeConfig{
@@ -172,7 +179,7 @@ func ServeWorker(in io.Reader, out io.Writer) error {
 		realms:   newLRU[realmKey, *jobRuntime](realmCacheSize(cfg.MemoryLimit)),
 		live:     []metrics.Sample{{Name: "/gc/heap/live:bytes"}},
 	}
-	if err := w.out.write(&frame{T: frameReady, Pid: os.Getpid()}); err != nil {
+	if err := w.out.write(&frame{T: frameReady, Pid: os.Getpid(), Unconfined: unconfined}); err != nil {
 		return err
 	}
 	go w.readLoop(br)

@@ -653,15 +653,9 @@ func treeTimes(pid int) (utime, stime int64) {
 		n, _ := strconv.ParseInt(f[i], 10, 64)
 		stime += n
 	}
-	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-	for _, task := range tasks {
-		raw, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", pid, task.Name()))
-		for _, child := range strings.Fields(string(raw)) {
-			if c, err := strconv.Atoi(child); err == nil {
-				u, s := procTimes(c)
-				utime, stime = utime+u, stime+s
-			}
-		}
+	for _, c := range childPIDs(pid) {
+		u, s := procTimes(c)
+		utime, stime = utime+u, stime+s
 	}
 	return utime, stime
 }

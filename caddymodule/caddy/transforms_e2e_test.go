@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -131,6 +132,40 @@ func TestHostileTransforms(t *testing.T) {
 	if r.Status != http.StatusOK {
 		t.Errorf("health after the corpus: %d %s", r.Status, r.Raw)
 	}
+	// the workers that replaced the killed ones run under their system
+	// call filter too (transforms.TestSyscallFilter shows what it refuses)
+	workers := childPIDs(pid)
+	if len(workers) < 2 {
+		t.Errorf("the vault has %d transform workers, want at least min_workers 2", len(workers))
+	}
+	for _, w := range workers {
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", w))
+		if err != nil {
+			continue // a worker that ended since
+		}
+		if runtime.GOOS == "linux" && runtime.GOARCH == "amd64" && !strings.Contains(string(status), "Seccomp:\t2") {
+			t.Errorf("worker %d runs without its system call filter:\n%s", w, status)
+		}
+	}
+	if strings.Contains(s.stderr(), "without their system call filter") {
+		t.Error("the vault warns that its workers run without their system call filter")
+	}
+}
+
+// childPIDs lists the processes a process started (its transform
+// workers), from every thread's children in /proc.
+func childPIDs(pid int) []int {
+	var pids []int
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	for _, task := range tasks {
+		raw, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", pid, task.Name()))
+		for _, child := range strings.Fields(string(raw)) {
+			if c, err := strconv.Atoi(child); err == nil {
+				pids = append(pids, c)
+			}
+		}
+	}
+	return pids
 }
 
 func processAlive(pid int) bool {

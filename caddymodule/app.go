@@ -148,6 +148,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if a.Cache != nil && a.Cache.IndexCache != 0 {
 		a.logger.Warn(indexCacheDeprecated)
 	}
+	if err := protectProcessMemory(); err != nil {
+		a.logger.Warn("the process could not be made non-dumpable: processes of the same user can read its memory", zap.Error(err))
+	}
 	policy, err := a.Egress.policy()
 	if err != nil {
 		return err

@@ -32,10 +32,14 @@ func workerSysProcAttr() *syscall.SysProcAttr {
 //     be dumped to disk.
 //   - no_new_privs, so that nothing the worker executes can gain
 //     privileges.
+//   - not dumpable: its /proc files (mem, environ, maps) belong to root,
+//     so another process of the vault's user (another worker, holding
+//     another tenant's data) cannot read its memory.
 func setProcessLimits(extra int64) (addressSpace uint64, err error) {
 	_ = syscall.Setrlimit(syscall.RLIMIT_CORE, &syscall.Rlimit{})
-	const prSetNoNewPrivs = 38
+	const prSetNoNewPrivs, prSetDumpable = 38, 4
 	_, _, _ = syscall.RawSyscall6(syscall.SYS_PRCTL, prSetNoNewPrivs, 1, 0, 0, 0, 0)
+	_, _, _ = syscall.RawSyscall6(syscall.SYS_PRCTL, prSetDumpable, 0, 0, 0, 0, 0)
 	size, err := virtualSize()
 	if err != nil {
 		return 0, err

@@ -26,9 +26,9 @@ import (
 
 func init() { sandboxProbe = probeSandbox }
 
-// TestSyscallFilter installs the worker's system call filter in a
-// process of its own (this test binary, re-run) and reports what it
-// could still do: the Go runtime keeps working (threads, garbage
+// TestSyscallFilter installs the worker's limits (not dumpable, among
+// them) and system call filter in a process of its own (this test binary,
+// re-run) and reports what it could still do: the Go runtime keeps working (threads, garbage
 // collection, preemption, timers, random numbers), and the process cannot
 // reach the network, start a program, signal another process, or touch
 // the filesystem, except reading when it may load modules.
@@ -38,7 +38,7 @@ func TestSyscallFilter(t *testing.T) {
 	if err := os.WriteFile(readable, []byte("module.exports = 1"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	runtimeOK := map[string]string{"threads": "ok", "gc": "ok", "preemption": "ok", "timers": "ok", "random": "ok", "signal self": "ok"}
+	runtimeOK := map[string]string{"dumpable": "0", "threads": "ok", "gc": "ok", "preemption": "ok", "timers": "ok", "random": "ok", "signal self": "ok"}
 	refused := map[string]string{"write file": "EPERM", "create file": "EPERM", "tcp connect": "EPERM", "unix socket": "EPERM",
 		"exec": "EPERM", "signal other": "EPERM", "ptrace other": "EPERM", "read other's memory": "EPERM"}
 	// the other process, standing for the vault: one that an unconfined
@@ -92,11 +92,12 @@ func probeSandbox(mode string) int {
 		fmt.Fprintln(os.Stderr, "limits:", err)
 		return 2
 	}
+	dumpable, _ := unix.PrctlRetInt(unix.PR_GET_DUMPABLE, 0, 0, 0, 0)
 	if err := confineSyscalls(mode == "files"); err != nil {
 		fmt.Fprintln(os.Stderr, "confine:", err)
 		return 2
 	}
-	res := map[string]string{}
+	res := map[string]string{"dumpable": strconv.Itoa(dumpable)}
 	note := func(name string, err error) {
 		var errno syscall.Errno
 		switch {

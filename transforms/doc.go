@@ -46,10 +46,10 @@
 // cannot open a socket, start a program, trace, read or signal another
 // process (the vault runs as the same user: its memory and
 // /proc/<pid>/environ would otherwise be in reach of code that escaped the
-// engine), or use the filesystem, except to open files for reading when
-// the pool may load operator modules (Options.AllowModules). Where the
-// platform has no filter, the worker says so in its ready frame, and
-// Stats.Unconfined carries the reason (the server logs it).
+// engine), or use the filesystem at all: the parent reads operator
+// modules for it (module_files.go). Where the platform has no filter, the
+// worker says so in its ready frame, and Stats.Unconfined carries the
+// reason (the server logs it).
 //
 // Dispatch (dispatch.go). A worker runs one job at a time, in order. A
 // run takes an idle worker, else starts one while fewer than MaxWorkers
@@ -176,7 +176,11 @@
 // frozen, plus the operator's pure-JavaScript CommonJS packages of
 // ModulesDir named in AllowModules, whose relative requires stay inside
 // the package. Anything else — fs, child_process, net, http, process,
-// files of the tenant's own — fails with KindModule.
+// files of the tenant's own — fails with KindModule. The worker resolves
+// a require's name, and asks the parent for the file over a call frame
+// (module.resolve, then module.read when its compiled form is not cached
+// under the file's size and modification time); the parent answers only
+// for files that resolve inside an allowed package.
 //
 // Results. Transforms return {body, headers}; reactors {raw} and/or
 // {tokenize}. The parent checks the shape again (it trusts nothing from a

@@ -2,16 +2,11 @@ package transforms
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/dop251/goja"
 )
@@ -106,17 +101,16 @@ func cleanSubpath(sub string) string {
 
 // moduleKey identifies a compiled operator module file by content version.
 type moduleKey struct {
-	path  string
+	path  string // package name, "/", file inside the package
 	size  int64
-	mtime time.Time
+	mtime int64 // Unix nanoseconds
 }
 
 // moduleScope is where a require function resolves from: tenant code
 // (pkg == ""), or a file inside an operator package.
 type moduleScope struct {
 	pkg     string // package name, "" for tenant code
-	root    string // real path of the package directory
-	dir     string // real path of the requiring file's directory
+	dir     string // the requiring file's directory inside the package, with slashes ("." at its top)
 	virtDir string // the same directory as the code sees it
 }
 
@@ -143,53 +137,20 @@ func (rt *jobRuntime) require(scope moduleScope, spec string) goja.Value {
 		if scope.pkg == "" {
 			panic(rt.moduleError("module %q is not allowed: transform code cannot require files", spec))
 		}
-		file := filepath.Join(scope.dir, filepath.FromSlash(spec))
-		return rt.requireFile(scope.pkg, scope.root, file, spec)
+		rel := path.Join(scope.dir, spec)
+		if rel == ".." || strings.HasPrefix(rel, "../") {
+			panic(rt.moduleError("module %q: resolves outside its package", spec))
+		}
+		return rt.requireFile(scope.pkg, rel, spec)
 	}
 	pkg, sub := splitPackage(spec)
 	if !validPackageName(pkg) || !slices.Contains(rt.cfg.allowModules, pkg) {
 		panic(rt.moduleError("module %q is not allowed", spec))
 	}
-	root, err := filepath.EvalSymlinks(filepath.Join(rt.cfg.modulesDir, filepath.FromSlash(pkg)))
-	if err != nil {
-		panic(rt.moduleError("module %q is not installed", spec))
-	}
-	if sub == "" {
-		main, err := packageMain(root)
-		if err != nil {
-			panic(rt.moduleError("module %q: %v", spec, err))
-		}
-		return rt.requireFile(pkg, root, filepath.Join(root, filepath.FromSlash(main)), spec)
-	}
-	if cleanSubpath(sub) == "" {
+	if sub != "" && cleanSubpath(sub) == "" {
 		panic(rt.moduleError("module %q is not allowed", spec))
 	}
-	return rt.requireFile(pkg, root, filepath.Join(root, filepath.FromSlash(cleanSubpath(sub))), spec)
-}
-
-// packageMain reads the main file of a package from its package.json.
-func packageMain(root string) (string, error) {
-	b, err := readLimited(filepath.Join(root, "package.json"), 1<<20)
-	if errors.Is(err, os.ErrNotExist) {
-		return "index.js", nil
-	}
-	if err != nil {
-		return "", errors.New("package.json could not be read")
-	}
-	var pj struct {
-		Main string `json:"main"`
-		Type string `json:"type"`
-	}
-	if err := json.Unmarshal(b, &pj); err != nil {
-		return "", errors.New("package.json is not valid JSON")
-	}
-	if pj.Type == "module" {
-		return "", errors.New("ES modules are not supported; use a CommonJS build")
-	}
-	if pj.Main == "" {
-		return "index.js", nil
-	}
-	return pj.Main, nil
+	return rt.requireFile(pkg, cleanSubpath(sub), spec)
 }
 
 // requireBuiltin returns the exports of a built-in module, loading it once
@@ -220,115 +181,102 @@ func (rt *jobRuntime) requireBuiltin(name string) goja.Value {
 	return exports
 }
 
-// requireFile resolves, loads and runs a file of an operator package.
-func (rt *jobRuntime) requireFile(pkg, root, file, spec string) goja.Value {
-	realPath, err := resolveModuleFile(root, file)
-	if err != nil {
-		panic(rt.moduleError("module %q: %v", spec, err))
-	}
-	if m, ok := rt.modules[realPath]; ok {
+// requireFile loads and runs a file of an operator package: rel is its
+// path inside the package ("" for the package's main file), which the
+// parent resolves and reads (module_files.go).
+func (rt *jobRuntime) requireFile(pkg, rel, spec string) goja.Value {
+	file := rt.moduleFileCall(moduleResolve, pkg, rel, spec)
+	id := pkg + "/" + file.File
+	if m, ok := rt.modules[id]; ok {
 		return m.Get("exports")
 	}
-	fi, err := os.Stat(realPath)
-	if err != nil {
-		panic(rt.moduleError("module %q could not be read", spec))
-	}
-	if fi.Size() > maxModuleFile || rt.moduleBytes+fi.Size() > maxModuleBytes {
+	if file.Size > maxModuleFile || rt.moduleBytes+file.Size > maxModuleBytes {
 		panic(rt.moduleError("module %q is too large", spec))
 	}
-	rt.moduleBytes += fi.Size()
-	rel, _ := filepath.Rel(root, realPath)
-	virt := "/node_modules/" + pkg + "/" + filepath.ToSlash(rel)
+	rt.moduleBytes += file.Size
+	virt := "/node_modules/" + pkg + "/" + file.File
 	module := rt.vm.NewObject()
 	exports := rt.vm.NewObject()
 	_ = module.Set("exports", exports)
 	_ = module.Set("id", virt)
 	_ = module.Set("filename", virt)
-	rt.modules[realPath] = module
+	rt.modules[id] = module
 
-	if strings.HasSuffix(realPath, ".json") {
-		b, err := readLimited(realPath, maxModuleFile)
-		if err != nil {
-			panic(rt.moduleError("module %q could not be read", spec))
-		}
-		v := rt.call(rt.helpers.parse, rt.vm.ToValue(string(b)))
+	if strings.HasSuffix(file.File, ".json") {
+		read := rt.moduleFileCall(moduleRead, pkg, file.File, spec)
+		v := rt.call(rt.helpers.parse, rt.vm.ToValue(read.Source))
 		_ = module.Set("exports", v)
 		return v
 	}
-	key := moduleKey{path: realPath, size: fi.Size(), mtime: fi.ModTime()}
+	key := moduleKey{path: id, size: file.Size, mtime: file.Mtime}
 	prog, ok := rt.moduleCache.get(key)
 	if !ok {
-		b, err := readLimited(realPath, maxModuleFile)
-		if err != nil {
-			panic(rt.moduleError("module %q could not be read", spec))
-		}
+		read := rt.moduleFileCall(moduleRead, pkg, file.File, spec)
 		// Operator packages are trusted code: only syntax is checked, not
 		// the require and regular expression rules of tenant code.
-		p, cerr := compileCode(virt, string(b), nil)
+		p, cerr := compileCode(virt, read.Source, nil)
 		if cerr != nil {
 			panic(rt.moduleError("module %q does not compile: %s", spec, cerr.Message))
 		}
 		prog = p
-		rt.moduleCache.put(key, prog)
+		// keyed by what was read, which may be newer than what resolve saw
+		rt.moduleCache.put(moduleKey{path: id, size: read.Size, mtime: read.Mtime}, prog)
 	}
 	wrapper, err := rt.vm.RunProgram(prog)
 	if err != nil {
 		panic(err)
 	}
 	fn, _ := goja.AssertFunction(wrapper)
-	scope := moduleScope{pkg: pkg, root: root, dir: filepath.Dir(realPath), virtDir: path.Dir(virt)}
+	scope := moduleScope{pkg: pkg, dir: path.Dir(file.File), virtDir: path.Dir(virt)}
 	if _, err := fn(exports, exports, rt.makeRequire(scope), module, rt.vm.ToValue(virt), rt.vm.ToValue(scope.virtDir)); err != nil {
-		delete(rt.modules, realPath)
+		delete(rt.modules, id)
 		panic(err)
 	}
 	return module.Get("exports")
 }
 
-// resolveModuleFile finds the file Node would load for file (as is, with
-// .js, .cjs or .json appended, or its index.js) and returns its realPath
-// path, which must lie inside root.
-func resolveModuleFile(root, file string) (string, error) {
-	candidates := []string{file, file + ".js", file + ".cjs", file + ".json",
-		filepath.Join(file, "index.js"), filepath.Join(file, "index.json")}
-	for _, c := range candidates {
-		fi, err := os.Stat(c)
-		if err != nil || !fi.Mode().IsRegular() {
-			continue
-		}
-		realPath, err := filepath.EvalSymlinks(c)
-		if err != nil {
-			continue
-		}
-		if realPath != root && !strings.HasPrefix(realPath, root+string(filepath.Separator)) {
-			return "", errors.New("resolves outside its package")
-		}
-		switch filepath.Ext(realPath) {
-		case ".js", ".cjs", ".json":
-			return realPath, nil
-		case ".mjs":
-			return "", errors.New("ES modules are not supported; use a CommonJS build")
-		default:
-			return "", fmt.Errorf("%s files cannot be loaded", filepath.Ext(realPath))
+// moduleFileCall asks the parent to resolve or read a file of an operator
+// package and waits for the answer, or throws the module error it gives.
+// Replies to the run's svc calls that arrive meanwhile are kept for
+// settle. A run stopped meanwhile is interrupted, which the throw leaves
+// to the engine.
+func (rt *jobRuntime) moduleFileCall(method, pkg, rel, spec string) *moduleFile {
+	rt.moduleCalls++
+	if rt.moduleCalls > maxModuleFileCalls {
+		panic(rt.moduleError("module %q: too many module files in one run", spec))
+	}
+	params, _ := json.Marshal(moduleFileRequest{Pkg: pkg, Path: rel})
+	rt.nextSeq++
+	seq := rt.nextSeq
+	if err := rt.emit(&frame{T: frameCall, ID: rt.id, Seq: seq, Method: method, Params: params}); err != nil {
+		panic(rt.moduleError("module %q could not be read", spec))
+	}
+	for {
+		select {
+		case f := <-rt.sig.replies:
+			switch {
+			case f.ID != rt.id:
+			case f.Seq != seq:
+				rt.early = append(rt.early, f)
+			case f.Err != nil:
+				msg := f.Err.Message
+				if !strings.HasPrefix(msg, ":") {
+					msg = " " + msg
+				}
+				panic(rt.moduleError("module %q%s", spec, msg))
+			default:
+				var file moduleFile
+				if json.Unmarshal(f.Reply, &file) != nil || file.File == "" || cleanSubpath(file.File) != file.File {
+					panic(rt.moduleError("module %q could not be read", spec))
+				}
+				return &file
+			}
+		case <-rt.sig.stop:
+			panic(rt.moduleError("module %q could not be read: the run was stopped", spec))
+		case <-rt.sig.gone:
+			panic(rt.moduleError("module %q could not be read: the parent went away", spec))
 		}
 	}
-	return "", errors.New("not found")
-}
-
-// readLimited reads at most limit bytes of a file.
-func readLimited(name string, limit int64) ([]byte, error) {
-	f, err := os.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > limit {
-		return nil, errors.New("file too large")
-	}
-	return b, nil
 }
 
 // moduleError builds the error thrown for a refused or broken require;

@@ -168,6 +168,20 @@ func TestOperatorModules(t *testing.T) {
 			}
 		})
 	}
+	// svc replies that arrive while a require waits for its files are
+	// delivered once the code awaits them
+	svcThenRequire := `module.exports = async (req) => {
+		const pending = [1, 2, 3].map((n) => req.svc.tokens.retrieve('tok_' + n));
+		const lp = require('leftpad');
+		const got = await Promise.all(pending);
+		return { raw: [lp(7, 3), got.map((r) => r.params.id)] };
+	}`
+	for i := 0; i < 5; i++ {
+		res, err := p.Run(t.Context(), Job{Kind: JobReactor, Code: svcThenRequire, Svc: &fakeSvc{}})
+		if err != nil || mustJSON(t, res.Raw) != `["007",["tok_1","tok_2","tok_3"]]` {
+			t.Fatalf("svc calls around a require: %v %+v", err, res)
+		}
+	}
 	if err := p.ValidateCode(t.Context(), `require('leftpad'); require('secret')`); kindOf(err) != KindModule {
 		t.Errorf("Pool.ValidateCode with a package outside AllowModules: %v", err)
 	}

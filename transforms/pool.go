@@ -443,6 +443,10 @@ func (p *Pool) runOn(ctx context.Context, w *proc, id uint64, jf *jobFrame, svc 
 					p.opts.Logger(meta, truncate(f.Line, MaxLogLine))
 				}
 			case frameCall:
+				if isModuleFileCall(f.Method) { // the worker bounds its own
+					go func(f *frame) { _ = w.in.write(moduleFileReply(&p.opts, f)) }(f)
+					continue
+				}
 				calls++
 				if calls > p.opts.MaxSvcCalls {
 					_ = w.in.write(&frame{T: frameReply, ID: id, Seq: f.Seq,

@@ -102,10 +102,16 @@ type jobRuntime struct {
 	moduleCache *lru[moduleKey, *goja.Program]
 	moduleBytes int64
 
-	logLines int
-	svcCalls int
-	nextSeq  uint64
-	pending  map[uint64]pendingCall
+	logLines    int
+	svcCalls    int
+	moduleCalls int // module file calls (module_files.go)
+	nextSeq     uint64
+	pending     map[uint64]pendingCall
+
+	// sig is the run's signals, for the synchronous module file calls;
+	// early holds svc replies that arrived during one, for settle.
+	sig   jobSignals
+	early []*frame
 }
 
 // hiddenFields hides every field and method of any Go value that reaches
@@ -303,7 +309,8 @@ func (rt *jobRuntime) startRun(id uint64) {
 	rt.vm.ClearInterrupt()
 	rt.id = id
 	rt.runs++
-	rt.logLines, rt.svcCalls, rt.moduleBytes = 0, 0, 0
+	rt.logLines, rt.svcCalls, rt.moduleCalls, rt.moduleBytes = 0, 0, 0, 0
+	rt.early = rt.early[:0]
 	clear(rt.modules)
 	clear(rt.pending)
 }
@@ -339,6 +346,7 @@ func (rt *jobRuntime) run(prog *goja.Program, j *jobFrame, sig jobSignals) (res 
 		}
 	}()
 	fail := func(err error) runOutcome { return rt.failure(err, sig) }
+	rt.sig = sig
 
 	wrapper, err := rt.vm.RunProgram(prog)
 	if err != nil {
@@ -421,6 +429,14 @@ func (rt *jobRuntime) settle(fn goja.Callable, req goja.Value, sig jobSignals) r
 		if len(rt.pending) == 0 {
 			return runOutcome{discard: true, err: &errFrame{Kind: KindInvalidResult,
 				Message: "the returned promise never settles: nothing is left to wait for"}}
+		}
+		if len(rt.early) > 0 { // svc replies that came during a module file call
+			f := rt.early[0]
+			rt.early = rt.early[1:]
+			if err := rt.deliver(f); err != nil {
+				return fail(err)
+			}
+			continue
 		}
 		select {
 		case f := <-sig.replies:

@@ -20,10 +20,9 @@ import (
 //     thread, no execve, no ptrace or process_vm_readv, kill and tgkill
 //     only to the worker itself (the vault and the other workers run as
 //     the same user);
-//   - no filesystem: open only when files is set (a worker that may load
-//     operator modules), and then only to read; without files, not even
-//     stat. A worker inherits no descriptor but its pipes and stderr, so
-//     reads and writes reach nothing else.
+//   - no filesystem: no open, not even stat (operator modules are read
+//     by the parent: module_files.go). A worker inherits no descriptor but
+//     its pipes and stderr, so reads and writes reach nothing else.
 //
 // EPERM rather than death for a refused call: a call the runtime makes
 // in some rare path fails like a missing permission instead of killing
@@ -33,8 +32,8 @@ import (
 // linked with cgo) falls back to clone, which the filter can inspect.
 //
 // It needs no_new_privs, which setProcessLimits sets.
-func confineSyscalls(files bool) error {
-	prog := syscallFilter(unix.Getpid(), files)
+func confineSyscalls() error {
+	prog := syscallFilter(unix.Getpid())
 	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
 	_, _, errno := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER,
 		unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&fprog)))
@@ -61,29 +60,20 @@ var alwaysAllowed = []uint32{
 	unix.SYS_EXIT, unix.SYS_EXIT_GROUP, unix.SYS_RESTART_SYSCALL,
 }
 
-// fileReads are the system calls besides openat that loading a module
-// makes (os.Stat, filepath.EvalSymlinks).
-var fileReads = []uint32{unix.SYS_NEWFSTATAT, unix.SYS_FSTAT, unix.SYS_READLINKAT, unix.SYS_LSEEK}
-
-// openForWriting are the openat flags that refuse an open: anything but
-// reading.
-const openForWriting = unix.O_WRONLY | unix.O_RDWR | unix.O_CREAT | unix.O_TRUNC | unix.O_APPEND | 0x400000 // __O_TMPFILE
-
 // Offsets into struct seccomp_data: nr, arch, then the arguments (the low
-// 32 bits of each, little endian, are enough for the int and flag
+// 32 bits of the first, little endian, are enough for the int and flag
 // arguments checked here).
 const (
 	seccompNr   = 0
 	seccompArch = 4
 	seccompArg0 = 16
-	seccompArg2 = 32
 	x32Bit      = 0x40000000 // the x32 ABI's system calls, same arch value
 )
 
 // syscallFilter builds the filter for a worker whose process id is pid.
 // Every test is followed by its own return, so no jump is longer than a
 // few instructions.
-func syscallFilter(pid int, files bool) []unix.SockFilter {
+func syscallFilter(pid int) []unix.SockFilter {
 	const (
 		allow = unix.SECCOMP_RET_ALLOW
 		deny  = unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)
@@ -98,19 +88,15 @@ func syscallFilter(pid int, files bool) []unix.SockFilter {
 		jump(unix.BPF_JMP|unix.BPF_JEQ|unix.BPF_K, n, 0, 1)
 		stmt(unix.BPF_RET|unix.BPF_K, ret)
 	}
-	// when nr is n, allow the call if the low word at off satisfies test
-	// (jeq or jset against k), else refuse it; otherwise go on
-	argIf := func(n uint32, off uint32, test uint16, k uint32, allowWhenTrue bool) {
+	// when nr is n, allow the call if the low word of its first argument
+	// satisfies test (jeq or jset against k), else refuse it; otherwise go
+	// on with nr still loaded
+	argIf := func(n uint32, test uint16, k uint32) {
 		jump(unix.BPF_JMP|unix.BPF_JEQ|unix.BPF_K, n, 0, 4)
-		stmt(unix.BPF_LD|unix.BPF_W|unix.BPF_ABS, off)
+		stmt(unix.BPF_LD|unix.BPF_W|unix.BPF_ABS, seccompArg0)
 		jump(unix.BPF_JMP|test|unix.BPF_K, k, 0, 1)
-		if allowWhenTrue {
-			stmt(unix.BPF_RET|unix.BPF_K, allow)
-			stmt(unix.BPF_RET|unix.BPF_K, deny)
-		} else {
-			stmt(unix.BPF_RET|unix.BPF_K, deny)
-			stmt(unix.BPF_RET|unix.BPF_K, allow)
-		}
+		stmt(unix.BPF_RET|unix.BPF_K, allow)
+		stmt(unix.BPF_RET|unix.BPF_K, deny)
 	}
 
 	// another architecture's calls are refused outright
@@ -125,17 +111,10 @@ func syscallFilter(pid int, files bool) []unix.SockFilter {
 		retIf(n, allow)
 	}
 	retIf(unix.SYS_CLONE3, unix.SECCOMP_RET_ERRNO|uint32(unix.ENOSYS))
-	// (an argument test that does not apply leaves nr loaded)
-	argIf(unix.SYS_CLONE, seccompArg0, unix.BPF_JSET, unix.CLONE_THREAD, true)
-	argIf(unix.SYS_TGKILL, seccompArg0, unix.BPF_JEQ, uint32(pid), true)
-	argIf(unix.SYS_KILL, seccompArg0, unix.BPF_JEQ, uint32(pid), true)
-	argIf(unix.SYS_PRCTL, seccompArg0, unix.BPF_JEQ, unix.PR_SET_VMA, true) // the runtime names its mappings
-	if files {
-		argIf(unix.SYS_OPENAT, seccompArg2, unix.BPF_JSET, openForWriting, false)
-		for _, n := range fileReads {
-			retIf(n, allow)
-		}
-	}
+	argIf(unix.SYS_CLONE, unix.BPF_JSET, unix.CLONE_THREAD)
+	argIf(unix.SYS_TGKILL, unix.BPF_JEQ, uint32(pid))
+	argIf(unix.SYS_KILL, unix.BPF_JEQ, uint32(pid))
+	argIf(unix.SYS_PRCTL, unix.BPF_JEQ, unix.PR_SET_VMA) // the runtime names its mappings
 	stmt(unix.BPF_RET|unix.BPF_K, deny)
 	return p
 }

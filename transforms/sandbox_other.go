@@ -6,6 +6,6 @@ import "errors"
 
 // confineSyscalls reports that this platform has no system call filter
 // for workers: they run with their other limits only.
-func confineSyscalls(bool) error {
+func confineSyscalls() error {
 	return errors.New("no system call filter for this platform (Linux on amd64 only)")
 }

@@ -157,11 +157,11 @@ func ServeWorker(in io.Reader, out io.Writer) error {
 	if err := loadJS(); err != nil {
 		return err
 	}
-	// Last: from here on the worker opens nothing unless it may load
-	// modules (see confineSyscalls); seccomp is used where the kernel has
-	// it, and the parent is told when it does not.
+	// Last: from here on the worker opens nothing, and reaches nothing
+	// but its pipes (see confineSyscalls); seccomp is used where the
+	// platform has it, and the parent is told when it does not.
 	unconfined := ""
-	if err := confineSyscalls(len(cfg.AllowModules) > 0); err != nil {
+	if err := confineSyscalls(); err != nil {
 		unconfined = err.Error()
 	}
 	w := &workerState{

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -188,7 +190,7 @@ func BenchmarkPoolLatency(b *testing.B) {
 // of a run in a warm realm (start, run, reset).
 func BenchmarkRuntimeSetup(b *testing.B) {
 	cfg := &runtimeConfig{maxCallStackSize: 1024, maxLogLines: 10, maxSvcCalls: 10}
-	cache := newLRU[moduleKey, *goja.Program](4)
+	cache := newModuleFileCache(4)
 	emit := func(*frame) error { return nil }
 	b.Run("bare goja.New", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
@@ -241,4 +243,39 @@ func BenchmarkRuntimeSetup(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkOperatorModuleRequire measures a run that requires an operator
+// package of three files (main, a relative require, a JSON file): the
+// worker asks the parent for each file (module_files.go).
+func BenchmarkOperatorModuleRequire(b *testing.B) {
+	dir := b.TempDir()
+	for name, content := range map[string]string{
+		"leftpad/package.json": `{"main": "lib/index.js"}`,
+		"leftpad/lib/index.js": `const util = require('./util'); const data = require('../data.json'); module.exports = (s, n) => util.pad(String(s), n, data.char);`,
+		"leftpad/lib/util.js":  `exports.pad = (s, n, c) => c.repeat(Math.max(0, n - s.length)) + s;`,
+		"leftpad/data.json":    `{"char": "0"}`,
+	} {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	p := newTestPool(b, func(o *Options) {
+		o.MinWorkers, o.MaxWorkers, o.ModulesDir, o.AllowModules = 1, 1, dir, []string{"leftpad"}
+	})
+	job := Job{Kind: JobReactor, Realm: RealmScope{Tenant: "t1", Principal: "app1"},
+		Code: `const lp = require('leftpad'); module.exports = () => ({ raw: lp(7, 3) })`}
+	if _, err := p.Run(context.Background(), job); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := p.Run(context.Background(), job); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -178,9 +178,11 @@
 // the package. Anything else — fs, child_process, net, http, process,
 // files of the tenant's own — fails with KindModule. The worker resolves
 // a require's name, and asks the parent for the file over a call frame
-// (module.resolve, then module.read when its compiled form is not cached
-// under the file's size and modification time); the parent answers only
-// for files that resolve inside an allowed package.
+// (module.resolve, then module.read when its compiled form or JSON text is
+// not cached under the file's size and modification time); the parent
+// answers only for files that resolve inside an allowed package. A worker
+// trusts a resolution for resolveTTL (1 s), so a warm run asks nothing,
+// and a file changed on disk is seen within a second.
 //
 // Results. Transforms return {body, headers}; reactors {raw} and/or
 // {tokenize}. The parent checks the shape again (it trusts nothing from a

@@ -201,7 +201,7 @@ func TestNoGoObjectsReachable(t *testing.T) {
 
 func testNoGoObjectsReachable(t *testing.T, deep bool) {
 	rt, err := newJobRuntime(&runtimeConfig{maxCallStackSize: 1024, maxLogLines: 10, maxSvcCalls: 10}, 1,
-		func(*frame) error { return nil }, newLRU[moduleKey, *goja.Program](4), deep)
+		func(*frame) error { return nil }, newModuleFileCache(4), deep)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/dop251/goja"
 )
@@ -106,6 +107,33 @@ type moduleKey struct {
 	mtime int64 // Unix nanoseconds
 }
 
+// resolveTTL is how long a worker trusts what a require name resolved
+// to: a run then asks the parent nothing for files it has compiled, and a
+// file changed on disk is seen within this long.
+const resolveTTL = time.Second
+
+// moduleFileCache is a worker's memory of operator module files, shared
+// by its realms: what each require name resolved to (for resolveTTL), and
+// by content version the compiled form of each JavaScript file and the
+// text of each JSON file.
+type moduleFileCache struct {
+	resolved *lru[resolveKey, resolution]
+	compiled *lru[moduleKey, *goja.Program]
+	json     *lru[moduleKey, string]
+}
+
+type resolveKey struct{ pkg, rel string }
+
+type resolution struct {
+	file moduleFile
+	at   time.Time
+}
+
+func newModuleFileCache(size int) *moduleFileCache {
+	return &moduleFileCache{resolved: newLRU[resolveKey, resolution](size),
+		compiled: newLRU[moduleKey, *goja.Program](size), json: newLRU[moduleKey, string](size)}
+}
+
 // moduleScope is where a require function resolves from: tenant code
 // (pkg == ""), or a file inside an operator package.
 type moduleScope struct {
@@ -185,7 +213,7 @@ func (rt *jobRuntime) requireBuiltin(name string) goja.Value {
 // path inside the package ("" for the package's main file), which the
 // parent resolves and reads (module_files.go).
 func (rt *jobRuntime) requireFile(pkg, rel, spec string) goja.Value {
-	file := rt.moduleFileCall(moduleResolve, pkg, rel, spec)
+	file := rt.resolveModule(pkg, rel, spec)
 	id := pkg + "/" + file.File
 	if m, ok := rt.modules[id]; ok {
 		return m.Get("exports")
@@ -202,14 +230,19 @@ func (rt *jobRuntime) requireFile(pkg, rel, spec string) goja.Value {
 	_ = module.Set("filename", virt)
 	rt.modules[id] = module
 
+	key := moduleKey{path: id, size: file.Size, mtime: file.Mtime}
 	if strings.HasSuffix(file.File, ".json") {
-		read := rt.moduleFileCall(moduleRead, pkg, file.File, spec)
-		v := rt.call(rt.helpers.parse, rt.vm.ToValue(read.Source))
+		source, ok := rt.moduleCache.json.get(key)
+		if !ok {
+			read := rt.moduleFileCall(moduleRead, pkg, file.File, spec)
+			source = read.Source
+			rt.moduleCache.json.put(moduleKey{path: id, size: read.Size, mtime: read.Mtime}, source)
+		}
+		v := rt.call(rt.helpers.parse, rt.vm.ToValue(source))
 		_ = module.Set("exports", v)
 		return v
 	}
-	key := moduleKey{path: id, size: file.Size, mtime: file.Mtime}
-	prog, ok := rt.moduleCache.get(key)
+	prog, ok := rt.moduleCache.compiled.get(key)
 	if !ok {
 		read := rt.moduleFileCall(moduleRead, pkg, file.File, spec)
 		// Operator packages are trusted code: only syntax is checked, not
@@ -220,7 +253,7 @@ func (rt *jobRuntime) requireFile(pkg, rel, spec string) goja.Value {
 		}
 		prog = p
 		// keyed by what was read, which may be newer than what resolve saw
-		rt.moduleCache.put(moduleKey{path: id, size: read.Size, mtime: read.Mtime}, prog)
+		rt.moduleCache.compiled.put(moduleKey{path: id, size: read.Size, mtime: read.Mtime}, prog)
 	}
 	wrapper, err := rt.vm.RunProgram(prog)
 	if err != nil {
@@ -233,6 +266,18 @@ func (rt *jobRuntime) requireFile(pkg, rel, spec string) goja.Value {
 		panic(err)
 	}
 	return module.Get("exports")
+}
+
+// resolveModule returns the file of a package that rel names ("" for its
+// main file), as the parent last resolved it within resolveTTL.
+func (rt *jobRuntime) resolveModule(pkg, rel, spec string) moduleFile {
+	k := resolveKey{pkg, rel}
+	if r, ok := rt.moduleCache.resolved.get(k); ok && time.Since(r.at) < resolveTTL {
+		return r.file
+	}
+	f := rt.moduleFileCall(moduleResolve, pkg, rel, spec)
+	rt.moduleCache.resolved.put(k, resolution{file: *f, at: time.Now()})
+	return *f
 }
 
 // moduleFileCall asks the parent to resolve or read a file of an operator

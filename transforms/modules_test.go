@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestBuiltinModules(t *testing.T) {
@@ -208,5 +209,25 @@ func TestOptionsModules(t *testing.T) {
 	}
 	if !regexp.MustCompile(`^@a/b$`).MatchString("@a/b") || !validPackageName("@a/b") || validPackageName("@a/../b") || validPackageName("a/b") {
 		t.Error("validPackageName")
+	}
+}
+
+// A changed operator module is loaded again once what its name resolved
+// to is older than resolveTTL: a worker caches files by content version,
+// and asks the parent again after that long.
+func TestOperatorModuleChanges(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"version/index.js": `module.exports = 'v1'`, "version/data.json": `{"v": 1}`})
+	p := newTestPool(t, func(o *Options) {
+		o.MinWorkers, o.MaxWorkers, o.ModulesDir, o.AllowModules = 1, 1, dir, []string{"version"}
+	})
+	code := `module.exports = () => ({ raw: [require('version'), require('version/data').v] })`
+	if res, err := run(t, p, JobReactor, code, nil); err != nil || mustJSON(t, res.Raw) != `["v1",1]` {
+		t.Fatalf("first version: %v %+v", err, res)
+	}
+	writeFiles(t, dir, map[string]string{"version/index.js": `module.exports = 'v22'`, "version/data.json": `{"v": 22}`})
+	time.Sleep(resolveTTL + 100*time.Millisecond)
+	if res, err := run(t, p, JobReactor, code, nil); err != nil || mustJSON(t, res.Raw) != `["v22",22]` {
+		t.Fatalf("after the change: %v %+v", err, res)
 	}
 }

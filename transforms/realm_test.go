@@ -399,7 +399,7 @@ func TestDeepRealmIsFrozen(t *testing.T) {
 // finds).
 func testDeepRealmIsFrozen(t *testing.T, deepened bool) {
 	rt, err := newJobRuntime(&runtimeConfig{maxCallStackSize: 1024, maxLogLines: 10, maxSvcCalls: 10}, 1,
-		func(*frame) error { return nil }, newLRU[moduleKey, *goja.Program](4), !deepened)
+		func(*frame) error { return nil }, newModuleFileCache(4), !deepened)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -99,7 +99,7 @@ type jobRuntime struct {
 	bufferCtor  goja.Value
 	urlExports  *goja.Object
 	modules     map[string]*goja.Object // require cache: id -> module object
-	moduleCache *lru[moduleKey, *goja.Program]
+	moduleCache *moduleFileCache
 	moduleBytes int64
 
 	logLines    int
@@ -126,7 +126,7 @@ func (hiddenFields) MethodName(reflect.Type, reflect.Method) string     { return
 // newJobRuntime builds a fresh runtime: Node-like globals, intrinsics
 // frozen (with deep, every object reachable from them too), global
 // bindings locked, no code generation from strings.
-func newJobRuntime(cfg *runtimeConfig, id uint64, emit func(*frame) error, moduleCache *lru[moduleKey, *goja.Program], deep bool) (rt *jobRuntime, err error) {
+func newJobRuntime(cfg *runtimeConfig, id uint64, emit func(*frame) error, moduleCache *moduleFileCache, deep bool) (rt *jobRuntime, err error) {
 	if err := loadJS(); err != nil {
 		return nil, err
 	}

@@ -14,7 +14,7 @@ import (
 func newTestRealm(tb testing.TB) *jobRuntime {
 	tb.Helper()
 	rt, err := newJobRuntime(&runtimeConfig{maxCallStackSize: 1024, maxLogLines: 10, maxSvcCalls: 10}, 1,
-		func(*frame) error { return nil }, newLRU[moduleKey, *goja.Program](4), false)
+		func(*frame) error { return nil }, newModuleFileCache(4), false)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -34,7 +34,7 @@ const jobDrain = "drain"
 // Cache sizes of a worker.
 const (
 	programCacheSize = 128 // compiled tenant programs, by code
-	moduleCacheSize  = 256 // compiled operator module files
+	moduleCacheSize  = 256 // operator module files, in each of moduleFileCache's caches
 )
 
 // compiled is a cached compilation of tenant code, failed or not.
@@ -81,7 +81,7 @@ type workerState struct {
 	replies  chan *frame
 	gone     chan struct{}
 	programs *lru[string, compiled]
-	modules  *lru[moduleKey, *goja.Program]
+	modules  *moduleFileCache
 
 	// spare is a runtime set up in advance, between runs, so that setting
 	// up a fresh realm (a few ms) is off the path of the next request. It
@@ -175,7 +175,7 @@ func ServeWorker(in io.Reader, out io.Writer) error {
 		replies:  make(chan *frame, cfg.MaxSvcCalls+16),
 		gone:     make(chan struct{}),
 		programs: newLRU[string, compiled](programCacheSize),
-		modules:  newLRU[moduleKey, *goja.Program](moduleCacheSize),
+		modules:  newModuleFileCache(moduleCacheSize),
 		realms:   newLRU[realmKey, *jobRuntime](realmCacheSize(cfg.MemoryLimit)),
 		live:     []metrics.Sample{{Name: "/gc/heap/live:bytes"}},
 	}

@@ -20,6 +20,7 @@ import (
 //     thread, no execve, no ptrace or process_vm_readv, kill and tgkill
 //     only to the worker itself (the vault and the other workers run as
 //     the same user);
+//   - no new executable memory: mmap and mprotect without PROT_EXEC;
 //   - no filesystem: no open, not even stat (operator modules are read
 //     by the parent: module_files.go). A worker inherits no descriptor but
 //     its pipes and stderr, so reads and writes reach nothing else.
@@ -48,7 +49,7 @@ func confineSyscalls() error {
 // rseq, set_robust_list), its pipes', and getrandom.
 var alwaysAllowed = []uint32{
 	unix.SYS_READ, unix.SYS_WRITE, unix.SYS_READV, unix.SYS_WRITEV, unix.SYS_CLOSE,
-	unix.SYS_MMAP, unix.SYS_MUNMAP, unix.SYS_MPROTECT, unix.SYS_MADVISE, unix.SYS_MREMAP, unix.SYS_BRK,
+	unix.SYS_MUNMAP, unix.SYS_MADVISE, unix.SYS_MREMAP, unix.SYS_BRK,
 	unix.SYS_FUTEX, unix.SYS_SCHED_YIELD, unix.SYS_SCHED_GETAFFINITY,
 	unix.SYS_NANOSLEEP, unix.SYS_CLOCK_NANOSLEEP, unix.SYS_CLOCK_GETTIME, unix.SYS_GETTIMEOFDAY,
 	unix.SYS_RT_SIGACTION, unix.SYS_RT_SIGPROCMASK, unix.SYS_RT_SIGRETURN, unix.SYS_SIGALTSTACK,
@@ -61,12 +62,13 @@ var alwaysAllowed = []uint32{
 }
 
 // Offsets into struct seccomp_data: nr, arch, then the arguments (the low
-// 32 bits of the first, little endian, are enough for the int and flag
+// 32 bits of one, little endian, are enough for the int and flag
 // arguments checked here).
 const (
 	seccompNr   = 0
 	seccompArch = 4
 	seccompArg0 = 16
+	seccompArg2 = 32
 	x32Bit      = 0x40000000 // the x32 ABI's system calls, same arch value
 )
 
@@ -75,7 +77,7 @@ const (
 // few instructions.
 func syscallFilter(pid int) []unix.SockFilter {
 	const (
-		allow = unix.SECCOMP_RET_ALLOW
+		allow = uint32(unix.SECCOMP_RET_ALLOW)
 		deny  = unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)
 	)
 	var p []unix.SockFilter
@@ -88,15 +90,20 @@ func syscallFilter(pid int) []unix.SockFilter {
 		jump(unix.BPF_JMP|unix.BPF_JEQ|unix.BPF_K, n, 0, 1)
 		stmt(unix.BPF_RET|unix.BPF_K, ret)
 	}
-	// when nr is n, allow the call if the low word of its first argument
-	// satisfies test (jeq or jset against k), else refuse it; otherwise go
-	// on with nr still loaded
-	argIf := func(n uint32, test uint16, k uint32) {
+	// when nr is n, decide on the low word of the argument at off: allow
+	// the call if it satisfies test (jeq or jset against k), else refuse
+	// it, or the other way round with unless; otherwise go on with nr
+	// still loaded
+	argIf := func(n, off uint32, test uint16, k uint32, unless bool) {
+		yes, no := allow, deny
+		if unless {
+			yes, no = deny, allow
+		}
 		jump(unix.BPF_JMP|unix.BPF_JEQ|unix.BPF_K, n, 0, 4)
-		stmt(unix.BPF_LD|unix.BPF_W|unix.BPF_ABS, seccompArg0)
+		stmt(unix.BPF_LD|unix.BPF_W|unix.BPF_ABS, off)
 		jump(unix.BPF_JMP|test|unix.BPF_K, k, 0, 1)
-		stmt(unix.BPF_RET|unix.BPF_K, allow)
-		stmt(unix.BPF_RET|unix.BPF_K, deny)
+		stmt(unix.BPF_RET|unix.BPF_K, yes)
+		stmt(unix.BPF_RET|unix.BPF_K, no)
 	}
 
 	// another architecture's calls are refused outright
@@ -111,10 +118,14 @@ func syscallFilter(pid int) []unix.SockFilter {
 		retIf(n, allow)
 	}
 	retIf(unix.SYS_CLONE3, unix.SECCOMP_RET_ERRNO|uint32(unix.ENOSYS))
-	argIf(unix.SYS_CLONE, unix.BPF_JSET, unix.CLONE_THREAD)
-	argIf(unix.SYS_TGKILL, unix.BPF_JEQ, uint32(pid))
-	argIf(unix.SYS_KILL, unix.BPF_JEQ, uint32(pid))
-	argIf(unix.SYS_PRCTL, unix.BPF_JEQ, unix.PR_SET_VMA) // the runtime names its mappings
+	argIf(unix.SYS_CLONE, seccompArg0, unix.BPF_JSET, unix.CLONE_THREAD, false)
+	argIf(unix.SYS_TGKILL, seccompArg0, unix.BPF_JEQ, uint32(pid), false)
+	argIf(unix.SYS_KILL, seccompArg0, unix.BPF_JEQ, uint32(pid), false)
+	argIf(unix.SYS_PRCTL, seccompArg0, unix.BPF_JEQ, unix.PR_SET_VMA, false) // the runtime names its mappings
+	// memory, but never executable: the code a worker runs was mapped at
+	// its start
+	argIf(unix.SYS_MMAP, seccompArg2, unix.BPF_JSET, unix.PROT_EXEC, true)
+	argIf(unix.SYS_MPROTECT, seccompArg2, unix.BPF_JSET, unix.PROT_EXEC, true)
 	stmt(unix.BPF_RET|unix.BPF_K, deny)
 	return p
 }

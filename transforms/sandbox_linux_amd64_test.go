@@ -42,7 +42,8 @@ func TestSyscallFilter(t *testing.T) {
 	want := map[string]string{"dumpable": "0", "threads": "ok", "gc": "ok", "preemption": "ok", "timers": "ok", "random": "ok",
 		"signal self": "ok", "read file": "EPERM", "stat": "EPERM", "write file": "EPERM", "create file": "EPERM",
 		"tcp connect": "EPERM", "unix socket": "EPERM", "exec": "EPERM", "signal other": "EPERM", "ptrace other": "EPERM",
-		"read other's memory": "EPERM", "read other's environ": "EPERM"}
+		"read other's memory": "EPERM", "read other's environ": "EPERM", "executable memory": "EPERM", "writable memory": "ok",
+		"protect memory": "ok", "make memory executable": "EPERM"}
 	// the other process, standing for the vault: one that an unconfined
 	// probe can stop or read without harm
 	other := exec.Command("sleep", "30")
@@ -119,6 +120,14 @@ func probeSandbox(string) int {
 	_, err = os.ReadFile(fmt.Sprintf("/proc/%d/environ", other))
 	note("read other's environ", err)
 	note("signal self", unix.Kill(os.Getpid(), 0))
+	_, err = unix.Mmap(-1, 0, 4096, unix.PROT_READ|unix.PROT_EXEC, unix.MAP_PRIVATE|unix.MAP_ANON)
+	note("executable memory", err)
+	mem, err := unix.Mmap(-1, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
+	note("writable memory", err)
+	if err == nil {
+		note("protect memory", unix.Mprotect(mem, unix.PROT_READ))
+		note("make memory executable", unix.Mprotect(mem, unix.PROT_READ|unix.PROT_EXEC))
+	}
 
 	// new threads: goroutines that keep their thread while they sleep
 	var wg sync.WaitGroup

@@ -166,8 +166,11 @@ func (rt *jobRuntime) require(scope moduleScope, spec string) goja.Value {
 			panic(rt.moduleError("module %q is not allowed: transform code cannot require files", spec))
 		}
 		rel := path.Join(scope.dir, spec)
-		if rel == ".." || strings.HasPrefix(rel, "../") {
+		switch {
+		case rel == ".." || strings.HasPrefix(rel, "../"):
 			panic(rt.moduleError("module %q: resolves outside its package", spec))
+		case rel == ".": // the package's own directory: its main file, as in Node
+			rel = ""
 		}
 		return rt.requireFile(scope.pkg, rel, spec)
 	}

@@ -132,12 +132,16 @@ func TestOperatorModules(t *testing.T) {
 		"linked/package.json":  `{"main": "escape.js"}`,
 		"cycle/index.js":       `exports.a = 1; const b = require('./b'); exports.fromB = b.sawA;`,
 		"cycle/b.js":           `exports.sawA = require('./index').a;`,
+		"dot/package.json":     `{"main": "main.js"}`,
+		"dot/main.js":          `exports.name = 'dot'; exports.fromLib = require('./lib/a');`,
+		"dot/lib/a.js":         `module.exports = require('..').name + ' ' + require('./').name;`,
+		"dot/lib/index.js":     `exports.name = 'lib';`,
 	})
 	writeFiles(t, outside, map[string]string{"escape.js": `module.exports = 'escaped';`})
 	if err := os.Symlink(filepath.Join(outside, "escape.js"), filepath.Join(dir, "linked", "escape.js")); err != nil {
 		t.Fatal(err)
 	}
-	allow := []string{"leftpad", "@acme/fmt", "sneaky", "greedy", "esm", "broken", "linked", "cycle"}
+	allow := []string{"leftpad", "@acme/fmt", "sneaky", "greedy", "esm", "broken", "linked", "cycle", "dot"}
 	p := newTestPool(t, func(o *Options) { o.ModulesDir = dir; o.AllowModules = allow })
 	tests := []struct {
 		name, code, want, kind string
@@ -146,6 +150,7 @@ func TestOperatorModules(t *testing.T) {
 		{"scoped package requiring another allowed one and a built-in", `const f = require('@acme/fmt'); module.exports = () => ({ raw: [f.card('4242'), f.h('abc')] })`, `["00004242","900150983cd24fb0d6963f7d28e17f72"]`, ""},
 		{"subpath", `const u = require('leftpad/lib/util'); module.exports = () => ({ raw: u.pad('1', 3, 'x') })`, `"xx1"`, ""},
 		{"circular requires", `const c = require('cycle'); module.exports = () => ({ raw: c.fromB })`, `1`, ""},
+		{"directories: the package's and its own", `const d = require('dot'); module.exports = () => ({ raw: d.fromLib })`, `"dot lib"`, ""},
 		{"not in AllowModules", `module.exports = () => ({ raw: require('secret') })`, "", KindModule},
 		{"relative require out of the package", `module.exports = () => ({ raw: require('sneaky') })`, "", KindModule},
 		{"operator module requiring fs", `module.exports = () => ({ raw: require('greedy') })`, "", KindModule},

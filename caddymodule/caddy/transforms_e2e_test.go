@@ -301,3 +301,51 @@ func TestTransformsEndToEnd(t *testing.T) {
 		t.Errorf("tokenvault_transform_worker_starts_total = %d (%v), want at least 1", starts, err)
 	}
 }
+
+// TestWorkersDieWithTheServer: when the server is killed (SIGKILL, so it
+// cleans nothing up), its transform workers die with it at once, the busy
+// one in the middle of an endless loop too, long before its run's
+// deadline.
+func TestWorkersDieWithTheServer(t *testing.T) {
+	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer dest.Close()
+	s := startServer(t, serverOpts{VaultExtra: `
+		egress {
+			allow_http
+			allow_network 127.0.0.0/8
+		}
+		transforms {
+			min_workers 2
+			timeout 60s
+		}`})
+	ct := s.createTenant("orphans")
+	r := s.expect(http.StatusCreated, http.MethodPost, "/proxies", ct.Key, map[string]any{
+		"name": "busy", "destination_url": dest.URL, "require_auth": false,
+		"request_transform": map[string]any{"code": "module.exports = async () => { for (;;) {} }"},
+	})
+	key := str(r.Body, "key")
+	go func() { _, _ = s.request(http.MethodPost, "/proxy", "", map[string]any{"n": 1}, "SVC-PROXY-KEY", key) }()
+	var workers []int
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if workers = childPIDs(s.cmd.Process.Pid); len(workers) >= 2 {
+			break
+		}
+	}
+	if len(workers) < 2 {
+		t.Fatalf("the server has %d workers, want 2", len(workers))
+	}
+	time.Sleep(300 * time.Millisecond) // the endless loop is under way
+	s.kill()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		alive := 0
+		for _, w := range workers {
+			if raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", w)); err == nil && !strings.Contains(string(raw), ") Z ") {
+				alive++
+			}
+		}
+		if alive == 0 {
+			return
+		}
+	}
+	t.Errorf("workers %v outlived the killed server by 5 s", workers)
+}

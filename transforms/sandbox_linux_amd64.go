@@ -4,6 +4,7 @@ package transforms
 
 import (
 	"fmt"
+	"runtime"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -32,14 +33,24 @@ import (
 // reaches nothing. clone3 answers ENOSYS, so that glibc (in a binary
 // linked with cgo) falls back to clone, which the filter can inspect.
 //
-// It needs no_new_privs, which setProcessLimits sets.
+// Without CAP_SYS_ADMIN the kernel wants no_new_privs on the calling
+// thread, which is per thread: it is set here, on the thread that then
+// installs the filter, and TSYNC gives it to the others.
 func confineSyscalls() error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("no_new_privs: %w", err)
+	}
 	prog := syscallFilter(unix.Getpid())
 	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
-	_, _, errno := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER,
+	tid, _, errno := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER,
 		unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&fprog)))
-	if errno != 0 {
+	switch {
+	case errno != 0:
 		return fmt.Errorf("seccomp: %w", errno)
+	case tid != 0: // a thread that could not take the filter; none has it
+		return fmt.Errorf("seccomp: thread %d could not be synchronized", tid)
 	}
 	return nil
 }

@@ -37,8 +37,9 @@
 // reads and writes its pipes through the runtime's poller: every OS
 // context switch saved on a round trip is CPU the server gets back. Workers
 // do not inherit the server's environment, run in /, cannot dump core,
-// have no_new_privs, and die with the pool's spawning thread (Linux
-// parent-death signal) or when their stdin closes.
+// have no_new_privs, run as nobody when the server runs as root, and die
+// with the pool's spawning thread (Linux parent-death signal) or when
+// their stdin closes.
 //
 // System calls (sandbox_linux_amd64.go). Once started, a worker installs
 // a seccomp filter on all its threads: what the Go runtime, its pipes and

@@ -4,6 +4,8 @@ package transforms
 
 import (
 	"bufio"
+	"errors"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -32,6 +34,7 @@ func workerSysProcAttr() *syscall.SysProcAttr {
 //     be dumped to disk.
 //   - no_new_privs, so that nothing the worker executes can gain
 //     privileges.
+//   - not root: see dropRoot;
 //   - not dumpable: its /proc files (mem, environ, maps) belong to root,
 //     so another process of the vault's user (another worker, holding
 //     another tenant's data) cannot read its memory.
@@ -39,7 +42,10 @@ func setProcessLimits(extra int64) (addressSpace uint64, err error) {
 	_ = syscall.Setrlimit(syscall.RLIMIT_CORE, &syscall.Rlimit{})
 	const prSetNoNewPrivs, prSetDumpable = 38, 4
 	_, _, _ = syscall.RawSyscall6(syscall.SYS_PRCTL, prSetNoNewPrivs, 1, 0, 0, 0, 0)
-	_, _, _ = syscall.RawSyscall6(syscall.SYS_PRCTL, prSetDumpable, 0, 0, 0, 0, 0)
+	if err := dropRoot(); err != nil {
+		return 0, err
+	}
+	_, _, _ = syscall.RawSyscall6(syscall.SYS_PRCTL, prSetDumpable, 0, 0, 0, 0, 0) // after dropRoot, which resets it
 	size, err := virtualSize()
 	if err != nil {
 		return 0, err
@@ -49,6 +55,39 @@ func setProcessLimits(extra int64) (addressSpace uint64, err error) {
 		return 0, err
 	}
 	return limit, nil
+}
+
+// nobody is the user and group a worker started by root runs as.
+const nobody = 65534
+
+// dropRoot switches a worker that a server running as root started (as
+// in many containers) to the nobody user and group, without
+// supplementary groups. It then holds no capability, and the files of
+// the server's user are out of its reach even on a platform without the
+// system call filter. A change of user clears the parent-death signal,
+// which is set again; a parent that died meanwhile ends the worker.
+func dropRoot() error {
+	if syscall.Geteuid() != 0 {
+		return nil
+	}
+	if err := syscall.Setgroups(nil); err != nil {
+		return fmt.Errorf("dropping groups: %w", err)
+	}
+	if err := syscall.Setgid(nobody); err != nil {
+		return fmt.Errorf("switching to group nobody: %w", err)
+	}
+	if err := syscall.Setuid(nobody); err != nil {
+		return fmt.Errorf("switching to user nobody: %w", err)
+	}
+	const prSetPdeathsig = 1
+	ppid := syscall.Getppid()
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetPdeathsig, uintptr(syscall.SIGKILL), 0); errno != 0 {
+		return fmt.Errorf("parent-death signal: %w", errno)
+	}
+	if syscall.Getppid() != ppid {
+		return errors.New("the parent went away")
+	}
+	return nil
 }
 
 // pollable returns a non-blocking duplicate of f that the Go runtime's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -76,6 +77,10 @@ func TestWorkerProcessLimits(t *testing.T) {
 	status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if !strings.Contains(string(status), "NoNewPrivs:\t1") {
 		t.Errorf("no_new_privs is not set")
+	}
+	if os.Geteuid() == 0 && (!strings.Contains(string(status), "Uid:\t65534\t65534\t65534\t65534") ||
+		!strings.Contains(string(status), "Gid:\t65534\t65534\t65534\t65534") || !regexp.MustCompile(`\nGroups:\s*\n`).MatchString(string(status))) {
+		t.Errorf("a worker started by root does not run as nobody without groups:\n%s", status)
 	}
 	// the system call filter (see TestSyscallFilter for what it refuses)
 	unconfined := p.Stats().Unconfined

@@ -64,6 +64,11 @@ func TestSyscallFilter(t *testing.T) {
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatalf("probe output: %v: %s", err, out)
 	}
+	// started by root, a worker runs as nobody (dropRoot)
+	want["uid"] = strconv.Itoa(os.Geteuid())
+	if os.Geteuid() == 0 {
+		want["uid"] = strconv.Itoa(nobody)
+	}
 	if !maps.Equal(got, want) {
 		t.Errorf("what the confined probe could do:\n got %v\nwant %v", got, want)
 	}
@@ -81,11 +86,12 @@ func probeSandbox(string) int {
 		return 2
 	}
 	dumpable, _ := unix.PrctlRetInt(unix.PR_GET_DUMPABLE, 0, 0, 0, 0)
+	uid := os.Geteuid() // the filter refuses getuid
 	if err := confineSyscalls(); err != nil {
 		fmt.Fprintln(os.Stderr, "confine:", err)
 		return 2
 	}
-	res := map[string]string{"dumpable": strconv.Itoa(dumpable)}
+	res := map[string]string{"dumpable": strconv.Itoa(dumpable), "uid": strconv.Itoa(uid)}
 	note := func(name string, err error) {
 		var errno syscall.Errno
 		switch {

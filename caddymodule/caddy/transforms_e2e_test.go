@@ -41,11 +41,7 @@ func TestHostileTransforms(t *testing.T) {
 		io.Copy(w, r.Body) // echo: the caller sees what its transform sent
 	}))
 	defer dest.Close()
-	s := startServer(t, serverOpts{VaultExtra: `
-		egress {
-			allow_http
-			allow_network 127.0.0.0/8
-		}
+	s := startServer(t, serverOpts{VaultExtra: egressLoopback + `
 		transforms {
 			min_workers 2
 			max_workers 4
@@ -309,11 +305,7 @@ func TestTransformsEndToEnd(t *testing.T) {
 func TestWorkersDieWithTheServer(t *testing.T) {
 	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	defer dest.Close()
-	s := startServer(t, serverOpts{VaultExtra: `
-		egress {
-			allow_http
-			allow_network 127.0.0.0/8
-		}
+	s := startServer(t, serverOpts{VaultExtra: egressLoopback + `
 		transforms {
 			min_workers 2
 			timeout 60s

@@ -11,11 +11,13 @@ import (
 	"go.uber.org/zap"
 )
 
-// countingKV counts write transactions and can fail them.
+// countingKV counts write transactions and can fail them; after, when
+// set, runs once each has returned.
 type countingKV struct {
 	KV
 	updates atomic.Int64
 	fail    atomic.Bool
+	after   func()
 }
 
 func (c *countingKV) Update(ctx context.Context, fn func(Writer) error) error {
@@ -23,7 +25,11 @@ func (c *countingKV) Update(ctx context.Context, fn func(Writer) error) error {
 	if c.fail.Load() {
 		return errors.New("injected: storage unavailable")
 	}
-	return c.KV.Update(ctx, fn)
+	err := c.KV.Update(ctx, fn)
+	if c.after != nil {
+		c.after()
+	}
+	return err
 }
 
 func (c *countingKV) Unwrap() KV { return c.KV }
@@ -247,5 +253,25 @@ func TestFailedAuditBatchMarksNothingActive(t *testing.T) {
 	}
 	if n := mat(); n != 1 {
 		t.Errorf("after two reads once the storage recovered: %d active, want 1", n)
+	}
+}
+
+// A marker written as the month turns is remembered for the month it was
+// written in, not the next, where the token would otherwise count as
+// active without a marker.
+func TestActivityMarkerRememberedForItsMonth(t *testing.T) {
+	w, kv, _ := newBatchWorld(t)
+	written := w.clock.Peek()
+	nextMonth := time.Date(written.Year(), written.Month()+1, 1, 0, 0, 1, 0, time.UTC)
+	kv.after = func() { twAdvance(w.clock, nextMonth.Sub(w.clock.Peek())) }
+	if err := w.s.markActiveIDs(w.ctx, w.tenant.ID, []string{"tok_turn"}); err != nil {
+		t.Fatal(err)
+	}
+	kv.after = nil
+	if !w.s.active.known(activeTokenKey(w.tenant.ID, written, "tok_turn")) {
+		t.Error("the marker written is not remembered")
+	}
+	if w.s.active.known(activeTokenKey(w.tenant.ID, nextMonth, "tok_turn")) {
+		t.Error("a marker for the next month is remembered, which was never written")
 	}
 }

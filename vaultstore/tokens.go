@@ -392,7 +392,7 @@ func (s *Store) insertToken(w Writer, tk *tenantKeys, rec *tokenRecord, dedupe, 
 	if err := s.countToken(w, rec, 1, rec.CreatedAt); err != nil {
 		return nil, false, err
 	}
-	return rec, false, s.markActive(w, tid, rec.ID)
+	return rec, false, markActive(w, activeTokenKey(tid, s.now(), rec.ID))
 }
 
 // writeToken writes a record and all its index entries.
@@ -576,9 +576,9 @@ func (s *Store) countToken(w Writer, rec *tokenRecord, delta int64, created *Tim
 	return w.Put(usageDeltaKey(rec.TenantID, epoch, rec.Type, rec.container(), s.now(), rand.Uint64()), raw, 0)
 }
 
-// markActive records that a token was created, read or used this month.
-func (s *Store) markActive(w Writer, tenantID, id string) error {
-	key := activeTokenKey(tenantID, s.now(), id)
+// markActive writes an activity marker (activeTokenKey) unless it is
+// stored: the token was created, read or used that month.
+func markActive(w Writer, key []byte) error {
 	if _, err := w.Get(key); err == nil {
 		return nil
 	} else if !errors.Is(err, ErrNotFound) {
@@ -752,17 +752,24 @@ func (s *Store) markActiveIDs(ctx context.Context, tenantID string, ids []string
 	if len(ids) == 0 {
 		return nil
 	}
+	// one reading of the clock: the keys remembered are the keys written,
+	// even when the month turns during the write
+	now := s.now()
+	keys := make([][]byte, len(ids))
+	for i, id := range ids {
+		keys[i] = activeTokenKey(tenantID, now, id)
+	}
 	err := s.kv.Update(ctx, func(w Writer) error {
-		for _, id := range ids {
-			if err := s.markActive(w, tenantID, id); err != nil {
+		for _, key := range keys {
+			if err := markActive(w, key); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
 	if err == nil {
-		for _, id := range ids {
-			s.active.stored(activeTokenKey(tenantID, s.now(), id))
+		for _, key := range keys {
+			s.active.stored(key)
 		}
 	}
 	return err

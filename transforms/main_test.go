@@ -49,14 +49,14 @@ func (b breakingWriter) Write(p []byte) (int, error) {
 
 // sandboxProbe, where the platform has a system call filter, runs the
 // checks of TestSyscallFilter in a process of its own: the test binary
-// started with sandboxProbeEnv set to the mode.
-var sandboxProbe func(mode string) int
+// started with sandboxProbeEnv set.
+var sandboxProbe func() int
 
 const sandboxProbeEnv = "TRANSFORMS_SANDBOX_PROBE"
 
 func TestMain(m *testing.M) {
-	if mode := os.Getenv(sandboxProbeEnv); mode != "" && sandboxProbe != nil {
-		os.Exit(sandboxProbe(mode))
+	if os.Getenv(sandboxProbeEnv) != "" && sandboxProbe != nil {
+		os.Exit(sandboxProbe())
 	}
 	if os.Getenv(workerEnv) == "1" {
 		if prefix := os.Getenv(workerProfileEnv); prefix != "" {

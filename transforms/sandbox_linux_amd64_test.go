@@ -80,7 +80,7 @@ func TestSyscallFilter(t *testing.T) {
 // probeSandbox is the probe process of TestSyscallFilter: it confines
 // itself as a worker does, tries each thing, and prints what happened,
 // by name, as JSON.
-func probeSandbox(string) int {
+func probeSandbox() int {
 	if _, err := setProcessLimits(1 << 30); err != nil { // no_new_privs, as in a worker
 		fmt.Fprintln(os.Stderr, "limits:", err)
 		return 2

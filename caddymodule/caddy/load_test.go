@@ -62,10 +62,10 @@ package main
 //
 // The output is one table per concurrency:
 //
-//	c=16: 16 connection(s), 3 rounds × 3s per case
-//	case                              req/s   p50 ms   p99 ms  CPU µs/req  disk KB/req  floor                     ratio [min-max]       errors
-//	respond POST /tokens              10577     1.23     6.89          88          0.5  -                         -                          0
-//	vault POST /tokens (card)          1845     6.93    27.82         484          3.7  respond POST /tokens      0.174 [0.171-0.222]        0
+//	c=64: 64 connection(s), 3 rounds × 3s per case
+//	case                              req/s   p50 ms   p99 ms  CPU µs/req   load µs   idle µs  disk KB/req  floor                     ratio [min-max]       errors
+//	respond GET /tokens/{id}          14730     3.87    14.97          80        49         5          0.5  -                         -                          0
+//	vault GET /tokens/{id} reveal      7889     7.64    19.32         155        65        26          1.3  respond GET /tokens/{id}  0.535 [0.521-0.639]        0
 //
 //	req/s       successful (2xx) responses per second: the median over
 //	            the rounds
@@ -74,6 +74,12 @@ package main
 //	CPU µs/req  the utime+stime of the Caddy process and its transform
 //	            workers (from /proc/<pid>/stat, 100 ticks per second) over
 //	            the runs, divided by every response it gave in them
+//	load µs     the same for the test process: the load generator, and
+//	            for the proxy cases the destination
+//	idle µs     the machine's idle and iowait time (/proc/stat, both
+//	            CPUs) divided the same way: time in which nothing had work
+//	            to run, for instance while every connection waited on a
+//	            sync. The three columns add up to about 2 CPUs ÷ req/s
 //	disk KB/req what the Caddy process wrote to storage over the runs
 //	            (write_bytes of /proc/<pid>/io: Badger and the access
 //	            logs), divided the same way
@@ -104,9 +110,9 @@ package main
 //
 // The load generator and the destination run in the test process on the
 // same cores as Caddy: at 16 and 64 connections they take a large part of
-// the CPU, which caps the floors' rates more than the vault's. CPU µs/req
-// counts only the Caddy process, so it is the better measure of the
-// vault's own cost.
+// the CPU (load µs). CPU µs/req counts only the Caddy process, so it is
+// the better measure of the vault's own cost; a ratio is (floor's CPU +
+// load + idle) ÷ (vault's CPU + load + idle) per request.
 
 import (
 	"bufio"
@@ -165,6 +171,8 @@ type runResult struct {
 	cpuTicks   int64
 	diskBytes  int64 // written by the Caddy process (write_bytes of /proc/<pid>/io)
 	otherTicks int64 // user CPU of every other process on the machine
+	idleTicks  int64 // idle and iowait CPU of the machine
+	loadTicks  int64 // CPU of this process: the load generator and the destination
 	errs       map[string]int
 }
 
@@ -417,8 +425,9 @@ func TestLoad(t *testing.T) {
 				if res.failed > 0 {
 					flag = fmt.Sprintf("  ! %d errors", res.failed)
 				}
-				progress("  c=%-2d round %d/%d  %-30s %8.0f req/s  p50 %7.2f ms  p99 %7.2f ms  disk %7.1f KB/req%s\n",
-					conc, r, rounds, c.name, res.rate(), ms(p50), ms(p99), float64(res.diskBytes)/1024/float64(max(1, res.ok+res.failed)), flag)
+				progress("  c=%-2d round %d/%d  %-30s %8.0f req/s  p50 %7.2f ms  p99 %7.2f ms  disk %7.1f KB/req  CPU %4.0f load %4.0f idle %4.0f µs/req%s\n",
+					conc, r, rounds, c.name, res.rate(), ms(p50), ms(p99), float64(res.diskBytes)/1024/float64(max(1, res.ok+res.failed)),
+					perRequest(res.cpuTicks, res.ok+res.failed), perRequest(res.loadTicks, res.ok+res.failed), perRequest(res.idleTicks, res.ok+res.failed), flag)
 				time.Sleep(loadPause)
 				waitQuiet(pid)
 			}
@@ -426,7 +435,7 @@ func TestLoad(t *testing.T) {
 
 		// The table.
 		out("c=%d: %d connection(s), %d rounds × %v per case\n", conc, conc, rounds, runTime)
-		out("%-30s %8s %8s %8s %11s %12s  %-25s %-20s %7s\n", "case", "req/s", "p50 ms", "p99 ms", "CPU µs/req", "disk KB/req", "floor", "ratio [min-max]", "errors")
+		out("%-30s %8s %8s %8s %11s %9s %9s %12s  %-25s %-20s %7s\n", "case", "req/s", "p50 ms", "p99 ms", "CPU µs/req", "load µs", "idle µs", "disk KB/req", "floor", "ratio [min-max]", "errors")
 		var errorNotes []string
 		var otherTicks int64
 		var wall time.Duration
@@ -440,13 +449,15 @@ func TestLoad(t *testing.T) {
 			a := results[c]
 			var rates []float64
 			var lat []time.Duration
-			var ticks, disk int64
+			var ticks, loadTicks, idle, disk int64
 			var ok, failed int
 			errs := map[string]int{}
 			for _, res := range a.runs {
 				rates = append(rates, res.rate())
 				lat = append(lat, res.lat...)
 				ticks += res.cpuTicks
+				loadTicks += res.loadTicks
+				idle += res.idleTicks
 				disk += res.diskBytes
 				ok += res.ok
 				failed += res.failed
@@ -455,9 +466,11 @@ func TestLoad(t *testing.T) {
 				}
 			}
 			p50, p99 := percentiles(lat)
-			cpu, diskPerReq := "-", "-"
+			cpu, load, idleCol, diskPerReq := "-", "-", "-", "-"
 			if ok+failed > 0 {
-				cpu = fmt.Sprintf("%.0f", float64(ticks)*1e6/clockTicksPerSec/float64(ok+failed))
+				cpu = fmt.Sprintf("%.0f", perRequest(ticks, ok+failed))
+				load = fmt.Sprintf("%.0f", perRequest(loadTicks, ok+failed))
+				idleCol = fmt.Sprintf("%.0f", perRequest(idle, ok+failed))
 				diskPerReq = fmt.Sprintf("%.1f", float64(disk)/1024/float64(ok+failed))
 			}
 			floorName, ratio := "-", "-"
@@ -482,7 +495,7 @@ func TestLoad(t *testing.T) {
 					errorNotes = append(errorNotes, fmt.Sprintf("    %6d × %s", errs[k], k))
 				}
 			}
-			out("%-30s %8.0f %8.2f %8.2f %11s %12s  %-25s %-20s %7s\n", c.name, median(rates), ms(p50), ms(p99), cpu, diskPerReq, floorName, ratio, errCol)
+			out("%-30s %8.0f %8.2f %8.2f %11s %9s %9s %12s  %-25s %-20s %7s\n", c.name, median(rates), ms(p50), ms(p99), cpu, load, idleCol, diskPerReq, floorName, ratio, errCol)
 		}
 		if len(errorNotes) > 0 {
 			out("errors (! in the table):\n%s\n", strings.Join(errorNotes, "\n"))
@@ -587,6 +600,7 @@ func runLoad(c *loadCase, conc int, d time.Duration, pid int) runResult {
 	}
 	warm.Wait()
 	cpu0, disk0, others0 := procCPUTicks(pid), procWriteBytes(pid), othersUserTicks(pid)
+	idle0, self0 := idleTicks(), selfTicks()
 	t0 := time.Now()
 	for w := 0; w < conc; w++ {
 		start <- t0
@@ -596,6 +610,8 @@ func runLoad(c *loadCase, conc int, d time.Duration, pid int) runResult {
 	res.cpuTicks = procCPUTicks(pid) - cpu0
 	res.diskBytes = procWriteBytes(pid) - disk0
 	res.otherTicks = othersUserTicks(pid) - others0
+	res.idleTicks = idleTicks() - idle0
+	res.loadTicks = selfTicks() - self0
 	for _, wk := range workers {
 		// the warm-up requests are not timed: their successes are not
 		// counted (ok is the timed successes), their errors are
@@ -681,18 +697,52 @@ func procStat(pid int) []string {
 	return strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
 }
 
+// perRequest is ticks of CPU time in microseconds per request.
+func perRequest(ticks int64, n int) float64 {
+	return float64(ticks) * 1e6 / clockTicksPerSec / float64(max(1, n))
+}
+
+// selfTicks is the CPU time of this process (the load generator and the
+// proxies' destination) in clock ticks, all threads.
+func selfTicks() int64 {
+	u, s := procTimes(os.Getpid())
+	return u + s
+}
+
+// idleTicks is the machine's idle and iowait time, all CPUs, in clock
+// ticks: the time no process had work to run.
+func idleTicks() int64 {
+	f := cpuLine()
+	if len(f) < 6 {
+		return 0
+	}
+	idle, _ := strconv.ParseInt(f[4], 10, 64)
+	iowait, _ := strconv.ParseInt(f[5], 10, 64)
+	return idle + iowait
+}
+
+// cpuLine is the fields of /proc/stat's "cpu" line (all CPUs), nil when
+// it cannot be read.
+func cpuLine() []string {
+	raw, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return nil
+	}
+	line, _, _ := strings.Cut(string(raw), "\n")
+	f := strings.Fields(line)
+	if len(f) == 0 || f[0] != "cpu" {
+		return nil
+	}
+	return f
+}
+
 // othersUserTicks is the user CPU time of every process but Caddy and
 // the test process, in clock ticks: the machine's (user and nice, from
 // /proc/stat) less theirs. Kernel time is left out: the kernel's work for
 // this run (loopback networking, writeback) is not another workload.
 func othersUserTicks(caddyPid int) int64 {
-	raw, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return 0
-	}
-	line, _, _ := strings.Cut(string(raw), "\n")
-	f := strings.Fields(line)
-	if len(f) < 3 || f[0] != "cpu" {
+	f := cpuLine()
+	if len(f) < 3 {
 		return 0
 	}
 	user, _ := strconv.ParseInt(f[1], 10, 64)

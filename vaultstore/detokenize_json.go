@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -38,11 +39,11 @@ func (s *Store) DetokenizeJSON(ctx context.Context, req TokenRequest, opts Detok
 	if err := strictjson.Validate(body, strictjson.DefaultLimits); err != nil {
 		return nil, nil, err
 	}
-	last := lastExpressionCandidate(body)
-	if last < 0 {
+	cands := expressionCandidates(body)
+	if len(cands) == 0 {
 		return body, &DetokenizeResult{}, nil
 	}
-	spans, fields := scanJSONExpressions(body, last)
+	spans, fields := scanJSONExpressions(body, cands)
 	if len(spans) == 0 {
 		return body, &DetokenizeResult{}, nil
 	}
@@ -57,27 +58,32 @@ func (s *Store) DetokenizeJSON(ctx context.Context, req TokenRequest, opts Detok
 	return out, res, nil
 }
 
-// lastExpressionCandidate returns the offset of the last "{{" or "\u007"
-// of body, or -1 when it has none. A string of a valid JSON body can only
-// decode to text holding "{{" if it holds one of them: every "{" of a
-// decoded string is a "{" or a "\u007b" (hex digits in either case) of
-// the body, and "{{" never appears outside a string.
-func lastExpressionCandidate(body []byte) int {
-	return max(lastIndex(body, []byte("{{")), lastIndex(body, []byte(`\u007`)))
+// expressionCandidates returns the offsets of every "{{" and "\u007" of
+// body, in order, or nil when it has none. A string of a valid JSON body
+// can only decode to text holding "{{" if it holds one of them: every "{"
+// of a decoded string is a "{" or a "\u007b" (hex digits in either case)
+// of the body, and "{{" never appears outside a string.
+func expressionCandidates(body []byte) []int {
+	braces := indexAll(body, []byte("{{"))
+	escapes := indexAll(body, []byte(`\u007`))
+	if len(escapes) == 0 {
+		return braces
+	}
+	return slices.Sorted(slices.Values(append(braces, escapes...)))
 }
 
-// lastIndex is bytes.LastIndex by repeated forward searches, which Go
-// runs with vector instructions: several times faster than LastIndex on
-// a long body with few matches.
-func lastIndex(b, sep []byte) int {
-	last := -1
+// indexAll returns the offsets of every occurrence of sep in b, counting
+// overlapping ones, by repeated forward searches, which Go runs with
+// vector instructions.
+func indexAll(b, sep []byte) []int {
+	var at []int
 	for off := 0; ; {
 		i := bytes.Index(b[off:], sep)
 		if i < 0 {
-			return last
+			return at
 		}
-		last = off + i
-		off = last + 1
+		at = append(at, off+i)
+		off += i + 1
 	}
 }
 
@@ -103,24 +109,24 @@ type jsonFrame struct {
 	object  bool
 	wantKey bool // object: the next string is a member name
 	index   int  // array: the index of the current element
-	// object: the current member name, quotes excluded, and whether it
-	// holds escapes
+	// object: the current member name, quotes excluded
 	keyStart, keyEnd int
-	keyEsc           bool
 }
 
 // scanJSONExpressions returns the string literals in value position of a
 // valid JSON body whose decoded text holds "{{", with their texts and
-// paths, in the order of the body. It is a single pass over the bytes,
-// which ends past last, the offset of the body's last candidate
-// (lastExpressionCandidate): no string that begins after it can hold one.
-func scanJSONExpressions(body []byte, last int) ([]jsonSpan, []DetokenizeField) {
+// paths, in the order of the body. cands are the body's candidates
+// (expressionCandidates), at least one: only a string holding one is
+// looked into, and the pass ends past the last.
+func scanJSONExpressions(body []byte, cands []int) ([]jsonSpan, []DetokenizeField) {
 	var (
 		spans  []jsonSpan
 		fields []DetokenizeField
 		stack  [strictjson.DefaultMaxDepth + 1]jsonFrame
 		depth  int
+		next   int // cands[next] is the first candidate not yet passed
 	)
+	last := cands[len(cands)-1]
 	for i := 0; i < len(body) && i <= last; i++ {
 		switch body[i] {
 		case '{':
@@ -138,13 +144,20 @@ func scanJSONExpressions(body []byte, last int) ([]jsonSpan, []DetokenizeField) 
 				f.index++
 			}
 		case '"':
-			end, esc := jsonStringEnd(body, i)
+			end := jsonStringEnd(body, i)
 			if depth > 0 && stack[depth-1].wantKey {
 				f := &stack[depth-1]
-				f.wantKey, f.keyStart, f.keyEnd, f.keyEsc = false, i+1, end, esc
-			} else if text, ok := jsonExpressionText(body[i:end+1], esc); ok {
-				spans = append(spans, jsonSpan{i, end + 1})
-				fields = append(fields, DetokenizeField{Path: jsonPath(body, stack[:depth]), Text: text})
+				f.wantKey, f.keyStart, f.keyEnd = false, i+1, end
+			} else {
+				for next < len(cands) && cands[next] < i {
+					next++
+				}
+				if next < len(cands) && cands[next] < end {
+					if text, ok := jsonExpressionText(body[i : end+1]); ok {
+						spans = append(spans, jsonSpan{i, end + 1})
+						fields = append(fields, DetokenizeField{Path: jsonPath(body, stack[:depth]), Text: text})
+					}
+				}
 			}
 			i = end
 		}
@@ -153,25 +166,20 @@ func scanJSONExpressions(body []byte, last int) ([]jsonSpan, []DetokenizeField) 
 }
 
 // jsonStringEnd returns the offset of the closing quote of the (valid)
-// string literal whose opening quote is at i, and whether the literal
-// holds escapes.
-func jsonStringEnd(body []byte, i int) (int, bool) {
-	esc := false
+// string literal whose opening quote is at i.
+func jsonStringEnd(body []byte, i int) int {
 	for j := i + 1; ; {
 		k := bytes.IndexByte(body[j:], '"')
 		if k < 0 { // not reached: the body is valid
-			return len(body) - 1, esc
+			return len(body) - 1
 		}
 		q := j + k
 		bs := 0
 		for q-bs-1 > i && body[q-bs-1] == '\\' {
 			bs++
 		}
-		if !esc && bytes.IndexByte(body[j:q], '\\') >= 0 {
-			esc = true
-		}
 		if bs%2 == 0 {
-			return q, esc
+			return q
 		}
 		j = q + 1
 	}
@@ -179,9 +187,9 @@ func jsonStringEnd(body []byte, i int) (int, bool) {
 
 // jsonExpressionText returns the decoded text of the string literal lit
 // (quotes included) when it holds "{{".
-func jsonExpressionText(lit []byte, esc bool) (string, bool) {
+func jsonExpressionText(lit []byte) (string, bool) {
 	raw := lit[1 : len(lit)-1]
-	if !esc {
+	if bytes.IndexByte(raw, '\\') < 0 {
 		if !bytes.Contains(raw, []byte("{{")) {
 			return "", false
 		}
@@ -220,7 +228,7 @@ func jsonPath(body []byte, stack []jsonFrame) string {
 			b.WriteByte('.')
 		}
 		name := string(body[f.keyStart:f.keyEnd])
-		if f.keyEsc {
+		if strings.IndexByte(name, '\\') >= 0 {
 			name = jsonUnquote(body[f.keyStart-1 : f.keyEnd+1])
 		}
 		b.WriteString(safeMember(name))

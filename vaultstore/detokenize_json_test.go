@@ -29,26 +29,28 @@ func (w *dtWorld) dtJSON(tb testing.TB, body string, limit int) ([]byte, *Detoke
 	return w.at(tb).detokenizeJSON("admin", "token:use", []byte(w.fill(body)), DetokenizeOptions{Limit: limit})
 }
 
-// TestLastExpressionCandidate: the scan of a body ends at the last "{{"
-// or "\u007", which lastExpressionCandidate finds wherever it is.
-func TestLastExpressionCandidate(t *testing.T) {
+// TestExpressionCandidates: the scan of a body looks only into strings
+// that hold a "{{" or "\u007", which expressionCandidates finds wherever
+// they are, overlapping ones included, in order.
+func TestExpressionCandidates(t *testing.T) {
 	long := strings.Repeat(`"f":"abcdefgh",`, 2000)
 	for _, tc := range []struct {
 		body string
-		want int
+		want []int
 	}{
-		{``, -1},
-		{`{"a": "plain {x} }}"}`, -1},
-		{`{{`, 0},
-		{`{"a": "{{ x }}"}`, 7},
-		{`{"a": "{{{ x }}"}`, 8},
-		{`["{{", "\u007b"]`, 8},
-		{`["\u007B", "{{"]`, 12},
-		{`{` + long + `"z": "{{ x }}"}`, len(long) + 7},
-		{`{"z": "{{ x }}",` + long + `"y": 1}`, 7},
+		{``, nil},
+		{`{"a": "plain {x} }}"}`, nil},
+		{`{{`, []int{0}},
+		{`{"a": "{{ x }}"}`, []int{7}},
+		{`{"a": "{{{ x }}"}`, []int{7, 8}},
+		{`["{{", "\u007b"]`, []int{2, 8}},
+		{`["\u007B", "{{"]`, []int{2, 12}},
+		{`["\u007b{", "{\u007b", "{{"]`, []int{2, 14, 24}},
+		{`{` + long + `"z": "{{ x }}"}`, []int{len(long) + 7}},
+		{`{"z": "{{ x }}",` + long + `"y": "\u007b"}`, []int{7, len(long) + 22}},
 	} {
-		if got := lastExpressionCandidate([]byte(tc.body)); got != tc.want {
-			t.Errorf("lastExpressionCandidate(%.40q…) = %d, want %d", tc.body, got, tc.want)
+		if got := expressionCandidates([]byte(tc.body)); !slices.Equal(got, tc.want) {
+			t.Errorf("expressionCandidates(%.40q…) = %v, want %v", tc.body, got, tc.want)
 		}
 	}
 }
@@ -438,7 +440,7 @@ func FuzzDetokenizeJSON(f *testing.F) {
 			if res == nil || !json.Valid(out) {
 				t.Fatalf("output %q is not valid JSON (result %v)", out, res)
 			}
-			if lastExpressionCandidate(body) < 0 && (len(out) != len(body) || len(body) > 0 && &out[0] != &body[0]) {
+			if len(expressionCandidates(body)) == 0 && (len(out) != len(body) || len(body) > 0 && &out[0] != &body[0]) {
 				t.Fatal("a body without expressions was copied")
 			}
 		case errors.As(err, &v):
@@ -542,6 +544,33 @@ func BenchmarkDetokenizeJSON(b *testing.B) {
 					}
 				}
 			})
+		}
+	}
+}
+
+// BenchmarkScanJSONExpressions finds five references spread through a
+// 64 KB object of short string members, the shape of the load command's
+// "/proxy 64KB 5 refs" body, where the scan cannot stop early.
+func BenchmarkScanJSONExpressions(b *testing.B) {
+	var body bytes.Buffer
+	body.WriteString(`{"amount":1000,"currency":"usd"`)
+	for m := 0; body.Len() < 64<<10-200; m++ {
+		if m%160 == 80 {
+			fmt.Fprintf(&body, `,"card_%d":{"number":"{{ tok_%d | json: '$.number' }}","exp":"12/31"}`, m, m)
+		}
+		fmt.Fprintf(&body, `,"f%04d":"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"`, m)
+	}
+	body.WriteString(`}`)
+	raw := body.Bytes()
+	if !json.Valid(raw) {
+		b.Fatal("the body is not valid JSON")
+	}
+	b.SetBytes(int64(len(raw)))
+	b.ReportAllocs()
+	for b.Loop() {
+		spans, _ := scanJSONExpressions(raw, expressionCandidates(raw))
+		if len(spans) != 5 {
+			b.Fatalf("%d expressions, want 5", len(spans))
 		}
 	}
 }

@@ -23,11 +23,12 @@ import (
 // HTML escaping ("<", ">" and "&" stay as they are) and numbers keep their
 // digits.
 //
-// body is first checked with strictjson.Validate and strictjson's error is
-// returned as it is. Expressions are found in the decoded text of each
+// body is checked as strictjson.Validate checks it, in the same pass that
+// finds the strings that may hold an expression, and strictjson's error
+// is returned as it is. Expressions are found in the decoded text of each
 // string, so an escaped "\u007b\u007b" opens one. A body in which no
-// string can hold "{{" (neither "{{" nor an escaped "{" appears in it) is
-// returned itself, with an empty result and no other work than Validate.
+// string holds "{{" is returned itself, with an empty result and no other
+// work than that pass.
 // Otherwise the output is written into dst from dst[:0] (nil: a new
 // buffer), which it shares when dst is large enough.
 //
@@ -36,14 +37,11 @@ import (
 // "card.number" or "items[2]" otherwise, member names that could be data
 // shown as "*"), and quote neither token data nor body values.
 func (s *Store) DetokenizeJSON(ctx context.Context, req TokenRequest, opts DetokenizeOptions, body, dst []byte) ([]byte, *DetokenizeResult, error) {
-	if err := strictjson.Validate(body, strictjson.DefaultLimits); err != nil {
+	marked, err := strictjson.ValidateMarked(body, strictjson.DefaultLimits, expressionCandidates(body))
+	if err != nil {
 		return nil, nil, err
 	}
-	cands := expressionCandidates(body)
-	if len(cands) == 0 {
-		return body, &DetokenizeResult{}, nil
-	}
-	spans, fields := scanJSONExpressions(body, cands)
+	spans, fields := jsonExpressions(body, marked)
 	if len(spans) == 0 {
 		return body, &DetokenizeResult{}, nil
 	}
@@ -104,85 +102,20 @@ func hasEscapedBrace(b []byte) bool {
 // jsonSpan is a string literal of a body, its quotes included.
 type jsonSpan struct{ start, end int }
 
-// jsonFrame is an open object or array of the body being scanned.
-type jsonFrame struct {
-	object  bool
-	wantKey bool // object: the next string is a member name
-	index   int  // array: the index of the current element
-	// object: the current member name, quotes excluded
-	keyStart, keyEnd int
-}
-
-// scanJSONExpressions returns the string literals in value position of a
-// valid JSON body whose decoded text holds "{{", with their texts and
-// paths, in the order of the body. cands are the body's candidates
-// (expressionCandidates), at least one: only a string holding one is
-// looked into, and the pass ends past the last.
-func scanJSONExpressions(body []byte, cands []int) ([]jsonSpan, []DetokenizeField) {
+// jsonExpressions returns, of the strings strictjson marked, those whose
+// decoded text holds "{{", with their texts and paths.
+func jsonExpressions(body []byte, marked []strictjson.Marked) ([]jsonSpan, []DetokenizeField) {
 	var (
 		spans  []jsonSpan
 		fields []DetokenizeField
-		stack  [strictjson.DefaultMaxDepth + 1]jsonFrame
-		depth  int
-		next   int // cands[next] is the first candidate not yet passed
 	)
-	last := cands[len(cands)-1]
-	for i := 0; i < len(body) && i <= last; i++ {
-		switch body[i] {
-		case '{':
-			stack[depth] = jsonFrame{object: true, wantKey: true}
-			depth++
-		case '[':
-			stack[depth] = jsonFrame{}
-			depth++
-		case '}', ']':
-			depth--
-		case ',':
-			if f := &stack[depth-1]; f.object {
-				f.wantKey = true
-			} else {
-				f.index++
-			}
-		case '"':
-			end := jsonStringEnd(body, i)
-			if depth > 0 && stack[depth-1].wantKey {
-				f := &stack[depth-1]
-				f.wantKey, f.keyStart, f.keyEnd = false, i+1, end
-			} else {
-				for next < len(cands) && cands[next] < i {
-					next++
-				}
-				if next < len(cands) && cands[next] < end {
-					if text, ok := jsonExpressionText(body[i : end+1]); ok {
-						spans = append(spans, jsonSpan{i, end + 1})
-						fields = append(fields, DetokenizeField{Path: jsonPath(body, stack[:depth]), Text: text})
-					}
-				}
-			}
-			i = end
+	for _, m := range marked {
+		if text, ok := jsonExpressionText(body[m.Start:m.End]); ok {
+			spans = append(spans, jsonSpan{m.Start, m.End})
+			fields = append(fields, DetokenizeField{Path: jsonPath(m.Path), Text: text})
 		}
 	}
 	return spans, fields
-}
-
-// jsonStringEnd returns the offset of the closing quote of the (valid)
-// string literal whose opening quote is at i.
-func jsonStringEnd(body []byte, i int) int {
-	for j := i + 1; ; {
-		k := bytes.IndexByte(body[j:], '"')
-		if k < 0 { // not reached: the body is valid
-			return len(body) - 1
-		}
-		q := j + k
-		bs := 0
-		for q-bs-1 > i && body[q-bs-1] == '\\' {
-			bs++
-		}
-		if bs%2 == 0 {
-			return q
-		}
-		j = q + 1
-	}
 }
 
 // jsonExpressionText returns the decoded text of the string literal lit
@@ -214,24 +147,20 @@ func jsonUnquote(lit []byte) string {
 
 // jsonPath names a string in errors as detokenizer.pathString names the
 // same string of the decoded body.
-func jsonPath(body []byte, stack []jsonFrame) string {
-	if len(stack) == 0 {
+func jsonPath(steps []strictjson.PathStep) string {
+	if len(steps) == 0 {
 		return "body"
 	}
 	var b strings.Builder
-	for i, f := range stack {
-		if !f.object {
-			b.WriteString("[" + strconv.Itoa(f.index) + "]")
+	for i, st := range steps {
+		if st.Index >= 0 {
+			b.WriteString("[" + strconv.Itoa(st.Index) + "]")
 			continue
 		}
 		if i > 0 {
 			b.WriteByte('.')
 		}
-		name := string(body[f.keyStart:f.keyEnd])
-		if strings.IndexByte(name, '\\') >= 0 {
-			name = jsonUnquote(body[f.keyStart-1 : f.keyEnd+1])
-		}
-		b.WriteString(safeMember(name))
+		b.WriteString(safeMember(st.Name))
 	}
 	return b.String()
 }

@@ -1,6 +1,7 @@
 package strictjson
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"testing"
@@ -19,6 +20,7 @@ func FuzzValidate(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		lim := Limits{MaxDepth: 16, MaxValues: 1000}
 		err := Validate(body, lim)
+		checkMarked(t, body, lim, err)
 		if err != nil {
 			var e *Error
 			if !errors.As(err, &e) || e.Field == "" || e.Message == "" {
@@ -49,4 +51,31 @@ func FuzzValidate(f *testing.F) {
 			}
 		}
 	})
+}
+
+// checkMarked checks ValidateMarked against Validate's verdict err, with
+// every "a" of body marked: the same error, or string literals in order,
+// each holding a mark.
+func checkMarked(t *testing.T, body []byte, lim Limits, err error) {
+	var marks []int
+	for i, c := range body {
+		if c == 'a' {
+			marks = append(marks, i)
+		}
+	}
+	marked, merr := ValidateMarked(body, lim, marks)
+	if (merr == nil) != (err == nil) || merr != nil && merr.Error() != err.Error() {
+		t.Fatalf("ValidateMarked(%q): %v, Validate: %v", body, merr, err)
+	}
+	prev := 0
+	for _, m := range marked {
+		var s string
+		if m.Start < prev || json.Unmarshal(body[m.Start:m.End], &s) != nil {
+			t.Fatalf("ValidateMarked(%q) reported %d-%d, not a string literal after %d", body, m.Start, m.End, prev)
+		}
+		if !bytes.Contains(body[m.Start:m.End], []byte("a")) {
+			t.Fatalf("ValidateMarked(%q) reported %q, which holds no mark", body, body[m.Start:m.End])
+		}
+		prev = m.End
+	}
 }

@@ -64,6 +64,40 @@ func Validate(body []byte, lim Limits) error {
 	return nil
 }
 
+// ValidateMarked validates body as [Validate] does and, when it is valid,
+// returns every string in value position (an object member's value, an
+// array element, or the whole body; never a member name) that holds one
+// of the offsets marks, in the order of the body. marks must be sorted in
+// ascending order. It lets a caller that searched the raw bytes for
+// something find where the hits are without a second pass over the body.
+func ValidateMarked(body []byte, lim Limits, marks []int) ([]Marked, error) {
+	if len(marks) == 0 {
+		return nil, Validate(body, lim)
+	}
+	s := getScanner(body, lim, nil)
+	s.marks = marks
+	err := s.scan()
+	marked := s.marked
+	putScanner(s)
+	if err != nil {
+		return nil, err
+	}
+	return marked, nil
+}
+
+// Marked is a string that [ValidateMarked] reports.
+type Marked struct {
+	Start, End int        // the string literal, quotes included, is body[Start:End]
+	Path       []PathStep // from the outermost container in; empty for the whole body
+}
+
+// PathStep is one step of a [Marked] string's path: a member of an object,
+// by its unescaped name, or an element of an array, by its index.
+type PathStep struct {
+	Name  string
+	Index int // -1 for a member
+}
+
 // keyRef locates the unescaped bytes of a member name, either in the body
 // (names without escapes) or in the scanner's arena.
 type keyRef struct {
@@ -99,6 +133,12 @@ type scanner struct {
 	blanks  []int // Decode: [start,end) ranges of member names to blank out
 	seed    maphash.Seed
 
+	// ValidateMarked: the offsets to report strings for, the first not yet
+	// passed, and the strings found.
+	marks    []int
+	nextMark int
+	marked   []Marked
+
 	// Locate mode (error paths only): find the innermost value v with
 	// v.start < target <= v.end and record its path.
 	locate    bool
@@ -126,6 +166,7 @@ func putScanner(s *scanner) {
 	s.data = nil
 	s.root = nil
 	s.locate, s.found, s.foundPath = false, false, ""
+	s.marks, s.nextMark, s.marked = nil, 0, nil
 	// Do not let one huge body pin large buffers in the pool.
 	if cap(s.keys) > 1<<12 {
 		s.keys = nil
@@ -244,6 +285,9 @@ value:
 			if code != codeOK {
 				return s.stringError(code, end, false)
 			}
+			if s.marks != nil {
+				s.mark(i, end)
+			}
 			i = end + 1
 		case 't':
 			if i = scanLiteral(data, i, "true"); i < 0 {
@@ -317,6 +361,27 @@ func (s *scanner) literalError(off int) *Error {
 		return s.eof()
 	}
 	return s.syntax(off)
+}
+
+// mark records the string value from the quote at start to the one at
+// end when a mark falls inside it.
+func (s *scanner) mark(start, end int) {
+	for s.nextMark < len(s.marks) && s.marks[s.nextMark] < start {
+		s.nextMark++
+	}
+	if s.nextMark == len(s.marks) || s.marks[s.nextMark] >= end {
+		return
+	}
+	steps := make([]PathStep, len(s.stack))
+	for j := range s.stack {
+		f := &s.stack[j]
+		if !f.obj {
+			steps[j] = PathStep{Index: f.n}
+			continue
+		}
+		steps[j] = PathStep{Name: string(s.memberName(j)), Index: -1}
+	}
+	s.marked = append(s.marked, Marked{Start: start, End: end + 1, Path: steps})
 }
 
 // pop closes the innermost container.
@@ -510,11 +575,7 @@ func (s *scanner) path(depth int) string {
 			b = append(b, ']')
 			continue
 		}
-		last := len(s.keys)
-		if j+1 < len(s.stack) {
-			last = s.stack[j+1].keys
-		}
-		name := s.keyBytes(s.keys[last-1])
+		name := s.memberName(j)
 		if plainName(name) {
 			if len(b) > 0 {
 				b = append(b, '.')
@@ -527,6 +588,16 @@ func (s *scanner) path(depth int) string {
 		}
 	}
 	return string(b)
+}
+
+// memberName is the name of the current member of the object open at
+// depth j.
+func (s *scanner) memberName(j int) []byte {
+	last := len(s.keys)
+	if j+1 < len(s.stack) {
+		last = s.stack[j+1].keys
+	}
+	return s.keyBytes(s.keys[last-1])
 }
 
 // maxQuotedName bounds how much of a member name is shown in errors.

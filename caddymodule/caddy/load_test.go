@@ -12,10 +12,12 @@ package main
 // 1 s per case, under a minute). TV_LOAD_OUT=<path> also writes the
 // environment and the tables to that file. TV_LOAD_CASES=<regexp> runs
 // only the cases whose names match it, with their floors.
-// TV_LOAD_PROFILE=<dir> writes a CPU profile of the Caddy process (from
-// its admin API's /debug/pprof) for every case of the first round at the
-// highest concurrency, named after the case; read one with
-// `go tool pprof -top <binary> <file>`. Without TV_LOAD the test is
+// TV_LOAD_PROFILE=<dir> writes a CPU profile and an allocation profile of
+// the Caddy process (from its admin API's /debug/pprof, the allocations
+// made during the run) for every case of the first round at the highest
+// concurrency, named after the case (<case>-c64.pprof and
+// <case>-c64.allocs.pprof); read one with `go tool pprof -top <file>`
+// (-sample_index=alloc_space for allocations). Without TV_LOAD the test is
 // skipped, so the normal test suite does not run it.
 //
 // What runs, all on 127.0.0.1 in one Caddy process built from this tree:
@@ -413,7 +415,7 @@ func TestLoad(t *testing.T) {
 			for _, c := range cases {
 				var profiled func()
 				if profileDir != "" && r == 1 && conc == concurrencies[len(concurrencies)-1] {
-					profiled = s.profileCPU(t, filepath.Join(profileDir, profileName(c.name, conc)), runTime)
+					profiled = s.profile(t, filepath.Join(profileDir, profileName(c.name, conc)), runTime)
 				}
 				res := runLoad(c, conc, runTime, pid)
 				if profiled != nil {
@@ -1201,37 +1203,44 @@ func profileName(caseName string, conc int) string {
 		}
 		return '_'
 	}, caseName)
-	return fmt.Sprintf("%s-c%d.pprof", name, conc)
+	return fmt.Sprintf("%s-c%d", name, conc)
 }
 
-// profileCPU starts a CPU profile of the Caddy process lasting about d
-// and returns a function that waits for it and writes it to path.
-func (s *server) profileCPU(t *testing.T, path string, d time.Duration) func() {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		secs := max(1, int(d/time.Second))
-		resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", s.adminAddr, secs))
-		if err != nil {
-			t.Errorf("profiling: %v", err)
-			return
-		}
-		defer resp.Body.Close()
-		data, err := io.ReadAll(resp.Body)
-		if err == nil && resp.StatusCode != http.StatusOK {
-			err = fmt.Errorf("status %d: %.200s", resp.StatusCode, data)
-		}
-		if err == nil {
-			err = os.MkdirAll(filepath.Dir(path), 0o755)
-		}
-		if err == nil {
-			err = os.WriteFile(path, data, 0o644)
-		}
-		if err != nil {
-			t.Errorf("profiling: %v", err)
-		}
-	}()
-	return func() { <-done }
+// profile starts a CPU profile and an allocation profile of the Caddy
+// process, both lasting about d, and returns a function that waits for
+// them and writes them to base+".pprof" and base+".allocs.pprof".
+func (s *server) profile(t *testing.T, base string, d time.Duration) func() {
+	secs := max(1, int(d/time.Second))
+	var wg sync.WaitGroup
+	for kind, path := range map[string]string{"profile": base + ".pprof", "allocs": base + ".allocs.pprof"} {
+		wg.Go(func() {
+			if err := s.saveProfile(kind, secs, path); err != nil {
+				t.Errorf("%s profile: %v", kind, err)
+			}
+		})
+	}
+	return wg.Wait
+}
+
+// saveProfile fetches a profile of kind over secs seconds from Caddy's
+// /debug/pprof (for allocations, those made in that time) into path.
+func (s *server) saveProfile(kind string, secs int, path string) error {
+	resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/%s?seconds=%d", s.adminAddr, kind, secs))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("status %d: %.200s", resp.StatusCode, data)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o644)
 }
 
 // transformStats summarizes the transform pool's counters from Caddy's

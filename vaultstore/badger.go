@@ -39,11 +39,11 @@ type badgerKV struct {
 
 	closeOnce sync.Once
 	closeErr  error
-	closeMu   sync.RWMutex // held for reading by a sync, for writing by Close
+	closeMu   sync.RWMutex // held for reading by a write and its sync, for writing by Close
 	closed    bool
 }
 
-// errKVClosed answers a sync that comes after Close.
+// errKVClosed answers a write or a sync that comes after Close.
 var errKVClosed = errors.New("the storage is closed")
 
 // stats reports the engine's sizes and GC passes.
@@ -102,13 +102,10 @@ func openBadger(o badgerOptions) (*badgerKV, error) {
 		dir := o.dir
 		var syncs atomic.Int64
 		kv.group = newGroupSync(func() error {
-			// a sync must never reach Badger after Close (its memtable is
-			// gone by then): Close waits for a running sync
-			kv.closeMu.RLock()
-			defer kv.closeMu.RUnlock()
-			if kv.closed {
-				return errKVClosed
-			}
+			// a sync runs inside a write's updateOnce, which holds
+			// closeMu: it never reaches Badger after Close (whose
+			// memtable is gone by then)
+			//
 			// a new memtable log appears every few thousand syncs; advising
 			// it early keeps its syncs small (see adviseRandomAccess)
 			if syncs.Add(1)%256 == 1 {
@@ -185,7 +182,17 @@ func (kv *badgerKV) Update(ctx context.Context, fn func(Writer) error) error {
 
 // updateOnce runs fn in one transaction and, with group commit, returns
 // once what it committed is durable.
+//
+// Close waits for the transaction and its sync (closeMu): Badger's Close
+// closes the channel a commit sends to, so a commit that passed Badger's
+// own check just before would send on a closed channel and panic, and a
+// sync after Close finds no memtable.
 func (kv *badgerKV) updateOnce(fn func(Writer) error) error {
+	kv.closeMu.RLock()
+	defer kv.closeMu.RUnlock()
+	if kv.closed {
+		return errKVClosed
+	}
 	wrote := false
 	run := func(txn *badger.Txn) error { return fn(badgerTxn{txn, &wrote}) }
 	if kv.group == nil {

@@ -325,6 +325,53 @@ func TestCloseWhileSyncLingers(t *testing.T) {
 	}
 }
 
+// TestCloseWaitsForCommits: Close waits for a transaction that is
+// running, which then commits, and a write after Close fails with a
+// closed store. Badger's own check does not suffice: a commit that passed
+// it just before Close closed Badger's write channel would send on the
+// closed channel and panic (seen once under the race detector in
+// TestCloseWhileSyncLingers).
+func TestCloseWaitsForCommits(t *testing.T) {
+	for _, syncWrites := range []bool{false, true} {
+		kv, err := openBadger(badgerOptions{dir: t.TempDir(), syncWrites: syncWrites, logger: zap.NewNop()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		inside, release := make(chan struct{}), make(chan struct{})
+		wrote := make(chan error, 1)
+		go func() {
+			wrote <- kv.Update(t.Context(), func(w Writer) error {
+				close(inside)
+				<-release
+				return w.Put([]byte("k"), []byte("v"), 0)
+			})
+		}()
+		<-inside
+		closed := make(chan error, 1)
+		go func() { closed <- kv.Close() }()
+		select {
+		case err := <-closed:
+			t.Fatalf("sync %v: Close returned (%v) while a transaction ran", syncWrites, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+		close(release)
+		returnsWithin(t, "the write", func() {
+			if err := <-wrote; err != nil {
+				t.Errorf("sync %v: the running transaction got %v, want it committed", syncWrites, err)
+			}
+		})
+		returnsWithin(t, "Close", func() {
+			if err := <-closed; err != nil {
+				t.Fatal(err)
+			}
+		})
+		err = kv.Update(t.Context(), func(w Writer) error { return w.Put([]byte("k2"), []byte("v"), 0) })
+		if !errors.Is(err, errKVClosed) {
+			t.Errorf("sync %v: a write after Close got %v, want %v", syncWrites, err, errKVClosed)
+		}
+	}
+}
+
 // TestStoreRefusesWritesAfterFailedSync: once a sync fails, the store
 // acknowledges no write (a token create, the health check's write) even
 // when later syncs would succeed, so the health check reports it.

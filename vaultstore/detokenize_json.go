@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -56,33 +55,48 @@ func (s *Store) DetokenizeJSON(ctx context.Context, req TokenRequest, opts Detok
 	return out, res, nil
 }
 
-// expressionCandidates returns the offsets of every "{{" and "\u007" of
-// body, in order, or nil when it has none. A string of a valid JSON body
-// can only decode to text holding "{{" if it holds one of them: every "{"
-// of a decoded string is a "{" or a "\u007b" (hex digits in either case)
-// of the body, and "{{" never appears outside a string.
+// expressionCandidates returns, in order, offsets of "{{" and "\u007" in
+// body: the first of either after each quote, which is at least one in
+// every string of a valid body that holds one, or nil when body has
+// none. A string of a valid JSON body can only decode to text holding
+// "{{" if it holds one of them: every "{" of a decoded string is a "{" or
+// a "\u007b" (hex digits in either case) of the body, and "{{" never
+// appears outside a string.
+//
+// Keeping one per quote bounds the list by the body's strings, whatever
+// it holds (a megabyte of "{" is one offset, not a million), and every
+// search moves forward only, so the cost is linear in len(body).
 func expressionCandidates(body []byte) []int {
-	braces := indexAll(body, []byte("{{"))
-	escapes := indexAll(body, []byte(`\u007`))
-	if len(escapes) == 0 {
-		return braces
-	}
-	return slices.Sorted(slices.Values(append(braces, escapes...)))
-}
-
-// indexAll returns the offsets of every occurrence of sep in b, counting
-// overlapping ones, by repeated forward searches, which Go runs with
-// vector instructions.
-func indexAll(b, sep []byte) []int {
 	var at []int
-	for off := 0; ; {
-		i := bytes.Index(b[off:], sep)
-		if i < 0 {
-			return at
+	braces, escapes := -2, -2 // the next occurrence at or after off; -2 unknown, -1 none
+	next := func(cached int, sep []byte, off int) int {
+		if cached == -1 || cached >= off {
+			return cached
 		}
-		at = append(at, off+i)
-		off += i + 1
+		i := bytes.Index(body[off:], sep)
+		if i < 0 {
+			return -1
+		}
+		return off + i
 	}
+	for off := 0; off < len(body); {
+		braces = next(braces, []byte("{{"), off)
+		escapes = next(escapes, []byte(`\u007`), off)
+		c := braces
+		if c < 0 || escapes >= 0 && escapes < c {
+			c = escapes
+		}
+		if c < 0 {
+			break
+		}
+		at = append(at, c)
+		q := bytes.IndexByte(body[c:], '"') // the rest of this string holds no other string's candidates
+		if q < 0 {
+			break
+		}
+		off = c + q
+	}
+	return at
 }
 
 // hasEscapedBrace reports whether b holds `\u007b` or `\u007B`.

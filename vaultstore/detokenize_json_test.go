@@ -31,7 +31,7 @@ func (w *dtWorld) dtJSON(tb testing.TB, body string, limit int) ([]byte, *Detoke
 
 // TestExpressionCandidates: the scan of a body looks only into strings
 // that hold a "{{" or "\u007", which expressionCandidates finds wherever
-// they are, overlapping ones included, in order.
+// they are, one per quote at most, in order.
 func TestExpressionCandidates(t *testing.T) {
 	long := strings.Repeat(`"f":"abcdefgh",`, 2000)
 	for _, tc := range []struct {
@@ -42,12 +42,15 @@ func TestExpressionCandidates(t *testing.T) {
 		{`{"a": "plain {x} }}"}`, nil},
 		{`{{`, []int{0}},
 		{`{"a": "{{ x }}"}`, []int{7}},
-		{`{"a": "{{{ x }}"}`, []int{7, 8}},
+		{`{"a": "{{{ x }} {{ y }}"}`, []int{7}},
 		{`["{{", "\u007b"]`, []int{2, 8}},
 		{`["\u007B", "{{"]`, []int{2, 12}},
 		{`["\u007b{", "{\u007b", "{{"]`, []int{2, 14, 24}},
+		{`["a\"{{", "{{"]`, []int{5, 11}},
+		{`["{{\"{{"]`, []int{2, 6}}, // after an escaped quote: a second offset in the same string, harmless
 		{`{` + long + `"z": "{{ x }}"}`, []int{len(long) + 7}},
 		{`{"z": "{{ x }}",` + long + `"y": "\u007b"}`, []int{7, len(long) + 22}},
+		{`["` + strings.Repeat("{", 100000) + `"]`, []int{2}},
 	} {
 		if got := expressionCandidates([]byte(tc.body)); !slices.Equal(got, tc.want) {
 			t.Errorf("expressionCandidates(%.40q…) = %v, want %v", tc.body, got, tc.want)

@@ -34,7 +34,7 @@ func workerSysProcAttr() *syscall.SysProcAttr {
 //     be dumped to disk.
 //   - no_new_privs, so that nothing the worker executes can gain
 //     privileges.
-//   - not root: see dropRoot;
+//   - not root: see dropRoot.
 //   - not dumpable: its /proc files (mem, environ, maps) belong to root,
 //     so another process of the vault's user (another worker, holding
 //     another tenant's data) cannot read its memory.

@@ -113,19 +113,16 @@ func hasEscapedBrace(b []byte) bool {
 	}
 }
 
-// jsonSpan is a string literal of a body, its quotes included.
-type jsonSpan struct{ start, end int }
-
 // jsonExpressions returns, of the strings strictjson marked, those whose
 // decoded text holds "{{", with their texts and paths.
-func jsonExpressions(body []byte, marked []strictjson.Marked) ([]jsonSpan, []DetokenizeField) {
+func jsonExpressions(body []byte, marked []strictjson.Marked) ([]strictjson.Marked, []DetokenizeField) {
 	var (
-		spans  []jsonSpan
+		spans  []strictjson.Marked
 		fields []DetokenizeField
 	)
 	for _, m := range marked {
 		if text, ok := jsonExpressionText(body[m.Start:m.End]); ok {
-			spans = append(spans, jsonSpan{m.Start, m.End})
+			spans = append(spans, m)
 			fields = append(fields, DetokenizeField{Path: jsonPath(m.Path), Text: text})
 		}
 	}
@@ -181,19 +178,19 @@ func jsonPath(steps []strictjson.PathStep) string {
 
 // spliceJSON writes body into dst from dst[:0] with spans[i] replaced by
 // the JSON encoding of values[i], without HTML escaping.
-func spliceJSON(dst, body []byte, spans []jsonSpan, fields []DetokenizeField, values []any) ([]byte, error) {
+func spliceJSON(dst, body []byte, spans []strictjson.Marked, fields []DetokenizeField, values []any) ([]byte, error) {
 	out := bytes.NewBuffer(dst[:0])
 	out.Grow(len(body) + len(body)/4 + 256)
 	enc := json.NewEncoder(out)
 	enc.SetEscapeHTML(false)
 	prev := 0
 	for i, sp := range spans {
-		out.Write(body[prev:sp.start])
+		out.Write(body[prev:sp.Start])
 		if err := enc.Encode(values[i]); err != nil {
 			return nil, invalid(fields[i].Path, errDetokNotJSON.Error())
 		}
 		out.Truncate(out.Len() - 1) // the newline Encode appends
-		prev = sp.end
+		prev = sp.End
 	}
 	out.Write(body[prev:])
 	return out.Bytes(), nil

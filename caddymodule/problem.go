@@ -24,6 +24,12 @@ type problem struct {
 	Errors map[string][]string `json:"errors,omitempty"`
 }
 
+// retryLater reports a failure the same request may get past later (the
+// vault busy, its storage away or full): it carries Retry-After.
+func (p problem) retryLater() bool {
+	return p.Status == http.StatusServiceUnavailable || p.Status == http.StatusInsufficientStorage
+}
+
 // apiError is an error the API layer itself decides the status of
 // (unknown route, wrong method, bad query parameter).
 type apiError struct {
@@ -152,6 +158,10 @@ func rawProblemFor(err error) problem {
 		return newProblem(http.StatusServiceUnavailable, "the audit record could not be written, so nothing was done or returned; retry the request")
 	case errors.Is(err, vaultstore.ErrBusy):
 		return newProblem(http.StatusServiceUnavailable, "the vault is busy with concurrent changes; retry the request")
+	case errors.Is(err, vaultstore.ErrNoSpace):
+		return newProblem(http.StatusInsufficientStorage, "the vault's storage is too full to accept writes, so nothing was written; reads still work; retry once the operator has freed space")
+	case errors.Is(err, vaultstore.ErrUnavailable):
+		return newProblem(http.StatusServiceUnavailable, "the vault's storage is unavailable, so nothing was written; retry the request")
 	}
 	return newProblem(http.StatusInternalServerError, "the vault could not complete the request")
 }
@@ -171,7 +181,7 @@ func writeProblem(w http.ResponseWriter, logger *zap.Logger, traceID string, err
 	} else if c := logger.Check(zap.DebugLevel, "request refused"); c != nil {
 		c.Write(zap.String("trace_id", traceID), zap.Int("status", p.Status), zap.String("detail", p.Detail))
 	}
-	if p.Status == http.StatusServiceUnavailable {
+	if p.retryLater() {
 		w.Header().Set("Retry-After", "1")
 	}
 	var ae *apiError

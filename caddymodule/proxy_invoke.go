@@ -512,7 +512,7 @@ func (f *forwarder) writeProxyError(w http.ResponseWriter, r *http.Request, err 
 	} else if c := f.logger.Check(zap.DebugLevel, "proxy request refused"); c != nil {
 		c.Write(zap.String("trace_id", w.Header().Get(f.headers.traceID)), zap.Int("status", p.Status), zap.String("detail", p.Detail), scrubbedError(err))
 	}
-	if p.Status == http.StatusServiceUnavailable {
+	if p.retryLater() {
 		w.Header().Set("Retry-After", "1")
 	}
 	_ = writeJSON(w, p.Status, struct {

@@ -3,12 +3,12 @@ package vaultstore
 import (
 	"context"
 	"errors"
+	"github.com/tokenvault/tokenvault/vaultstore/kv/badgerkv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
 )
 
 // countingKV counts write transactions and can fail them; after, when
@@ -145,7 +145,7 @@ func TestAuditBatcherAnswersAfterClose(t *testing.T) {
 // wait for the linger instead of the reads.
 func newLingeringBatcher(t *testing.T) (*auditBatcher, *countingKV) {
 	t.Helper()
-	engine, err := openBadger(badgerOptions{dir: t.TempDir(), logger: zap.NewNop()})
+	engine, err := badgerkv.Open(badgerkv.Options{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,5 +273,21 @@ func TestActivityMarkerRememberedForItsMonth(t *testing.T) {
 	}
 	if w.s.active.known(activeTokenKey(w.tenant.ID, nextMonth, "tok_turn")) {
 		t.Error("a marker for the next month is remembered, which was never written")
+	}
+}
+
+// returnsWithin runs fn and fails the test if it has not returned within
+// a generous bound: a batch that lingers an hour would hang the test.
+func returnsWithin(t *testing.T, what string, fn func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fn()
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s did not return", what)
 	}
 }

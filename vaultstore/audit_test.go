@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/tokenvault/tokenvault/vaultstore/kv/badgerkv"
 	"slices"
 	"strings"
 	"testing"
@@ -507,13 +508,13 @@ func TestListAuditTenantIsolation(t *testing.T) {
 // audit entry of a tenant, newest first.
 func auExpiries(tb testing.TB, s *Store, tenantID string) []uint64 {
 	tb.Helper()
-	bk, ok := engineAs[*badgerKV](s.kv)
+	bk, ok := engineAs[*badgerkv.Store](s.kv)
 	if !ok {
 		tb.Fatalf("the store's KV is a %T, not Badger", s.kv)
 	}
 	var out []uint64
 	prefix := auditPrefix(tenantID)
-	err := bk.db.View(func(txn *badger.Txn) error {
+	err := bk.DB().View(func(txn *badger.Txn) error {
 		opts := badger.DefaultIteratorOptions
 		opts.Prefix = prefix
 		it := txn.NewIterator(opts)

@@ -71,8 +71,10 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/dgraph-io/badger/v4"
 	"go.uber.org/zap"
+
+	kvpkg "github.com/tokenvault/tokenvault/vaultstore/kv"
+	"github.com/tokenvault/tokenvault/vaultstore/kv/badgerkv"
 )
 
 const (
@@ -150,14 +152,14 @@ func (s *Store) Backup(ctx context.Context, w io.Writer, progress func(bytes, re
 		return fmt.Errorf("writing the backup: %w", err)
 	}
 	fw := &frameWriter{w: w, aead: aead, salt: h.salt, bytes: int64(len(raw)), progress: progress}
-	err = snap.snapshot(ctx, func(key, value []byte, expiresAt uint64) error {
+	err = snap.Snapshot(ctx, func(key, value []byte, expiresAt time.Time) error {
 		if bytes.Equal(key, healthKey) {
 			return nil
 		}
 		if err := s.checkWrappedEntry(key, value); err != nil {
 			return err
 		}
-		return fw.add(key, value, expiresAt)
+		return fw.add(key, value, unixSeconds(expiresAt))
 	})
 	if err != nil {
 		return fmt.Errorf("backup: %w", err)
@@ -194,16 +196,10 @@ func (s *Store) checkWrappedEntry(key, value []byte) error {
 	return nil
 }
 
-// snapshotter is implemented by engines that can read every entry of the
-// store in one consistent view (badgerKV).
-type snapshotter interface {
-	snapshot(ctx context.Context, fn func(key, value []byte, expiresAt uint64) error) error
-}
-
 // snapshotterOf finds the snapshot reader of kv, through wrappers that
 // have an Unwrap() KV method.
-func snapshotterOf(kv KV) (snapshotter, error) {
-	if s, ok := engineAs[snapshotter](kv); ok {
+func snapshotterOf(kv KV) (kvpkg.Snapshotter, error) {
+	if s, ok := engineAs[kvpkg.Snapshotter](kv); ok {
 		return s, nil
 	}
 	return nil, fmt.Errorf("backup: the storage engine (%T) cannot take a snapshot", kv)
@@ -457,7 +453,7 @@ func Restore(r io.Reader, o RestoreOptions) (*RestoreStats, error) {
 			return nil, fmt.Errorf("restore: creating %s: %w", dir, err)
 		}
 	}
-	kv, err := openBadger(badgerOptions{dir: dir, logger: o.Logger.Named("badger")})
+	engine, err := badgerkv.Open(badgerkv.Options{Dir: dir, Logger: o.Logger.Named("badger")})
 	if err != nil {
 		if !errors.Is(err, ErrLocked) { // another process's files are not ours to remove
 			removeRestored(dir, exists)
@@ -470,11 +466,9 @@ func Restore(r io.Reader, o RestoreOptions) (*RestoreStats, error) {
 			o.Progress(cr.n, stats.Records)
 		}
 	}
-	err = restoreFrames(cr, aead, h.salt, master, kv.db, stats, progress)
-	if err == nil {
-		err = kv.db.Sync()
-	}
-	err = errors.Join(err, kv.Close())
+	frames := &frameEntries{r: cr, aead: aead, salt: h.salt, master: master, stats: stats, progress: progress, now: time.Now(), head: make([]byte, backupFrameHeader)}
+	err = engine.Load(context.Background(), frames.next)
+	err = errors.Join(err, engine.Close())
 	if err == nil {
 		err = writeRestoredMeta(dir, o.MasterKey, int(h.storeFormat))
 	}
@@ -519,74 +513,123 @@ func checkRestoreTarget(dir string) (bool, error) {
 	return true, nil
 }
 
-// restoreFrames verifies each frame and writes its entries, keeping their
-// expiry; entries already expired are counted and left out.
-func restoreFrames(r io.Reader, aead cipher.AEAD, salt []byte, master cipher.AEAD, db *badger.DB, stats *RestoreStats, progress func()) error {
-	wb := db.NewWriteBatch()
-	defer wb.Cancel()
-	now := uint64(time.Now().Unix())
-	head := make([]byte, backupFrameHeader)
-	var sealed []byte
-	for index := uint64(0); ; index++ {
-		if _, err := io.ReadFull(r, head); err != nil {
-			return fmt.Errorf("%w: it ends before its last frame (after frame %d)", ErrBackupCorrupt, index)
-		}
-		n, flags, records, err := parseFrameHeader(head)
-		if err != nil {
-			return err
-		}
-		sealed = append(sealed[:0], make([]byte, n)...)
-		if _, err := io.ReadFull(r, sealed); err != nil {
-			return fmt.Errorf("%w: frame %d is cut short", ErrBackupCorrupt, index)
-		}
-		plain, err := aead.Open(nil, frameNonce(index), sealed, frameAAD(salt, index, flags, records))
-		if err != nil {
-			return fmt.Errorf("%w: frame %d fails its integrity check", ErrBackupCorrupt, index)
-		}
-		entries, err := decodeEntries(plain, records)
-		if err != nil {
-			return fmt.Errorf("frame %d: %w", index, err)
-		}
-		for _, e := range entries {
-			if masterWrapped(e.Key) {
-				aad, _, err := wrappedKeyAAD(e.Key)
-				if err != nil {
-					return fmt.Errorf("%w: %v", ErrBackupCorrupt, err)
-				}
-				raw, err := open(master, e.Value, aad)
-				if err != nil {
-					return fmt.Errorf("the master key does not open %s in the backup", e.Key)
-				}
-				clear(raw)
-			}
-			if e.ExpiresAt != 0 && e.ExpiresAt <= now {
-				stats.Expired++
+// frameEntries reads a backup's frames one at a time, verifying each
+// before it hands out its entries, for an engine's Loader. It keeps the
+// counts of a restore.
+type frameEntries struct {
+	r        io.Reader
+	aead     cipher.AEAD
+	salt     []byte
+	master   cipher.AEAD
+	stats    *RestoreStats
+	progress func()
+	now      time.Time
+
+	index   uint64
+	head    []byte
+	sealed  []byte
+	pending []backupEntry // the current frame's entries not yet handed out
+	last    bool          // the current frame is the last
+	// reported: progress was told of the current frame, once the loader
+	// had taken all its entries
+	reported bool
+}
+
+// unixSeconds is t in Unix seconds, 0 for the zero time (no expiry).
+func unixSeconds(t time.Time) uint64 {
+	if t.IsZero() {
+		return 0
+	}
+	return uint64(t.Unix())
+}
+
+// backupEntry is one entry of a frame; it shares the frame's memory.
+type backupEntry struct {
+	key, value []byte
+	expiresAt  uint64 // Unix seconds; 0 for none
+}
+
+// next returns the next live entry, or io.EOF after the last frame.
+// Entries already expired are counted and left out.
+func (f *frameEntries) next() (key, value []byte, expiresAt time.Time, err error) {
+	for {
+		for len(f.pending) > 0 {
+			e := f.pending[0]
+			f.pending = f.pending[1:]
+			if e.expiresAt != 0 && int64(e.expiresAt) <= f.now.Unix() {
+				f.stats.Expired++
 				continue
 			}
-			if err := wb.SetEntry(e); err != nil {
-				return fmt.Errorf("restore: writing: %w", err)
+			f.stats.Records++
+			if e.expiresAt != 0 {
+				expiresAt = time.Unix(int64(e.expiresAt), 0)
 			}
-			stats.Records++
+			return e.key, e.value, expiresAt, nil
 		}
-		progress()
-		if flags&backupFrameLast != 0 {
-			break
+		if f.index > 0 && !f.reported {
+			f.reported = true // every entry of the frame is handed out
+			f.progress()
+		}
+		if f.last {
+			if n, _ := f.r.Read(f.head[:1]); n > 0 {
+				return nil, nil, time.Time{}, fmt.Errorf("%w: data follows its last frame", ErrBackupCorrupt)
+			}
+			return nil, nil, time.Time{}, io.EOF
+		}
+		if err := f.readFrame(); err != nil {
+			return nil, nil, time.Time{}, err
 		}
 	}
-	if n, _ := r.Read(head[:1]); n > 0 {
-		return fmt.Errorf("%w: data follows its last frame", ErrBackupCorrupt)
+}
+
+// readFrame reads, verifies and decodes the next frame.
+func (f *frameEntries) readFrame() error {
+	index := f.index
+	if _, err := io.ReadFull(f.r, f.head); err != nil {
+		return fmt.Errorf("%w: it ends before its last frame (after frame %d)", ErrBackupCorrupt, index)
 	}
-	if err := wb.Flush(); err != nil {
-		return fmt.Errorf("restore: writing: %w", err)
+	n, flags, records, err := parseFrameHeader(f.head)
+	if err != nil {
+		return err
 	}
+	f.sealed = append(f.sealed[:0], make([]byte, n)...)
+	if _, err := io.ReadFull(f.r, f.sealed); err != nil {
+		return fmt.Errorf("%w: frame %d is cut short", ErrBackupCorrupt, index)
+	}
+	plain, err := f.aead.Open(nil, frameNonce(index), f.sealed, frameAAD(f.salt, index, flags, records))
+	if err != nil {
+		return fmt.Errorf("%w: frame %d fails its integrity check", ErrBackupCorrupt, index)
+	}
+	entries, err := decodeEntries(plain, records)
+	if err != nil {
+		return fmt.Errorf("frame %d: %w", index, err)
+	}
+	for _, e := range entries {
+		if !masterWrapped(e.key) {
+			continue
+		}
+		aad, _, err := wrappedKeyAAD(e.key)
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrBackupCorrupt, err)
+		}
+		raw, err := open(f.master, e.value, aad)
+		if err != nil {
+			return fmt.Errorf("the master key does not open %s in the backup", e.key)
+		}
+		clear(raw)
+	}
+	f.index++
+	f.pending = entries
+	f.last = flags&backupFrameLast != 0
+	f.reported = false
 	return nil
 }
 
 // decodeEntries decodes a frame's payload, which must hold exactly
 // records entries. The entries share plain's memory.
-func decodeEntries(plain []byte, records uint32) ([]*badger.Entry, error) {
+func decodeEntries(plain []byte, records uint32) ([]backupEntry, error) {
 	bad := fmt.Errorf("%w: a frame's entries do not decode", ErrBackupCorrupt)
-	out := make([]*badger.Entry, 0, records)
+	out := make([]backupEntry, 0, records)
 	next := func() ([]byte, bool) {
 		n, w := binary.Uvarint(plain)
 		if w <= 0 || n > uint64(len(plain)-w) {
@@ -610,7 +653,7 @@ func decodeEntries(plain []byte, records uint32) ([]*badger.Entry, error) {
 			return nil, bad
 		}
 		plain = plain[w:]
-		out = append(out, &badger.Entry{Key: key, Value: value, ExpiresAt: exp})
+		out = append(out, backupEntry{key: key, value: value, expiresAt: exp})
 	}
 	if len(plain) != 0 {
 		return nil, bad

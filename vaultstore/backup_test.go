@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/tokenvault/tokenvault/vaultstore/kv/badgerkv"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -20,7 +21,6 @@ import (
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
-	"go.uber.org/zap"
 )
 
 // bkEntry is one raw KV entry.
@@ -33,12 +33,12 @@ type bkEntry struct {
 // health check's key.
 func bkDump(tb testing.TB, s *Store) map[string]bkEntry {
 	tb.Helper()
-	bk, ok := engineAs[*badgerKV](s.kv)
+	bk, ok := engineAs[*badgerkv.Store](s.kv)
 	if !ok {
 		tb.Fatalf("the store's KV is a %T, not Badger", s.kv)
 	}
 	out := map[string]bkEntry{}
-	err := bk.db.View(func(txn *badger.Txn) error {
+	err := bk.DB().View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.DefaultIteratorOptions)
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
@@ -368,10 +368,10 @@ func TestRestoreRefusesNonEmptyDirectory(t *testing.T) {
 
 func TestBackupKeepsExpiry(t *testing.T) {
 	s, _ := newTestStore(t)
-	bk, _ := engineAs[*badgerKV](s.kv)
+	bk, _ := engineAs[*badgerkv.Store](s.kv)
 	soon := uint64(time.Now().Unix()) + 2
 	later := uint64(time.Now().Add(time.Hour).Unix())
-	err := bk.db.Update(func(txn *badger.Txn) error {
+	err := bk.DB().Update(func(txn *badger.Txn) error {
 		for k, exp := range map[string]uint64{"v1/bktest/soon": soon, "v1/bktest/later": later, "v1/bktest/never": 0} {
 			if err := txn.SetEntry(&badger.Entry{Key: []byte(k), Value: []byte("v"), ExpiresAt: exp}); err != nil {
 				return err
@@ -771,12 +771,12 @@ func TestBackupDuringMasterKeyRotation(t *testing.T) {
 func TestRestoreOlderFormat(t *testing.T) {
 	src, facts := fixtureStore(t, "format1")
 	key, _ := base64.StdEncoding.DecodeString(facts["master_key"].(string))
-	kv, err := openBadger(badgerOptions{dir: src, logger: zap.NewNop()})
+	kv, err := badgerkv.Open(badgerkv.Options{Dir: src})
 	if err != nil {
 		t.Fatal(err)
 	}
 	entries := map[string]string{}
-	err = kv.snapshot(context.Background(), func(k, v []byte, _ uint64) error {
+	err = kv.Snapshot(context.Background(), func(k, v []byte, _ time.Time) error {
 		entries[string(k)] = string(v)
 		return nil
 	})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/tokenvault/tokenvault/vaultstore/kv/badgerkv"
 	"slices"
 	"testing"
 )
@@ -324,20 +325,20 @@ func TestEngineCacheSizes(t *testing.T) {
 		block     int64
 		wantBlock int64
 	}{
-		{"default", 0, DefaultBlockCacheBytes},
+		{"default", 0, badgerkv.DefaultBlockCacheBytes},
 		{"configured", 32 << 20, 32 << 20},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := openTestStore(t, Options{Dir: t.TempDir(), BlockCacheBytes: tc.block})
-			bk, ok := engineAs[*badgerKV](s.kv)
+			bk, ok := engineAs[*badgerkv.Store](s.kv)
 			if !ok {
 				t.Fatal("no Badger engine")
 			}
-			opts := bk.db.Opts()
+			opts := bk.DB().Opts()
 			if opts.BlockCacheSize != tc.wantBlock || opts.IndexCacheSize != 0 {
 				t.Errorf("block cache %d, index cache %d; want %d, 0", opts.BlockCacheSize, opts.IndexCacheSize, tc.wantBlock)
 			}
-			if bk.db.IndexCacheMetrics() != nil {
+			if bk.DB().IndexCacheMetrics() != nil {
 				t.Error("Badger allocated an index cache")
 			}
 		})

@@ -4,13 +4,17 @@ import (
 	"errors"
 	"sort"
 	"strings"
+
+	"github.com/tokenvault/tokenvault/vaultstore/kv"
+	"github.com/tokenvault/tokenvault/vaultstore/kv/badgerkv"
 )
 
 // Errors the vault's operations return; the HTTP edge maps each to one
 // status code.
 var (
-	// ErrNotFound: no such record in the caller's tenant.
-	ErrNotFound = errors.New("not found")
+	// ErrNotFound: no such record in the caller's tenant (the storage
+	// engine's own not-found, so a missing key needs no translation).
+	ErrNotFound = kv.ErrNotFound
 	// ErrUnauthenticated: a missing, malformed, unknown or revoked API key.
 	ErrUnauthenticated = errors.New("unauthenticated")
 	// ErrForbidden: the caller's application lacks a permission.
@@ -18,7 +22,15 @@ var (
 	// ErrConflict: the record already exists.
 	ErrConflict = errors.New("conflict")
 	// ErrBusy: concurrent writes kept colliding; the request may be retried.
-	ErrBusy = errors.New("busy")
+	ErrBusy = kv.ErrConflict
+	// ErrUnavailable: the storage cannot be reached or refuses writes for
+	// now (a database restarting, a full disk); nothing was committed.
+	ErrUnavailable = kv.ErrUnavailable
+	// ErrNoSpace: the storage's disk is too full for writes; reads go on.
+	// It is also an ErrUnavailable.
+	ErrNoSpace = kv.ErrNoSpace
+	// ErrLocked: another process holds the storage directory.
+	ErrLocked = badgerkv.ErrLocked
 )
 
 // ValidationError lists the request fields that failed validation, each

@@ -1,5 +1,7 @@
 package vaultstore
 
+import "github.com/tokenvault/tokenvault/vaultstore/kv/badgerkv"
+
 // Kinds of Event.
 const (
 	EventTokenCreated = "token_created"
@@ -35,8 +37,9 @@ type Stats struct {
 
 // Stats returns the storage engine's figures.
 func (s *Store) Stats() Stats {
-	if st, ok := engineAs[interface{ stats() Stats }](s.kv); ok {
-		return st.stats()
+	if st, ok := engineAs[interface{ Stats() badgerkv.Stats }](s.kv); ok {
+		bs := st.Stats()
+		return Stats{LSMBytes: bs.LSMBytes, VLogBytes: bs.VLogBytes, GCRuns: bs.GCRuns, BlockCacheHeld: bs.BlockCacheHeld}
 	}
 	return Stats{}
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/tokenvault/tokenvault/vaultstore/kv/badgerkv"
 )
 
 // Options configure Open.
@@ -35,7 +37,7 @@ type Options struct {
 	// DefaultRecordCacheEntries.
 	RecordCacheEntries int
 	// BlockCacheBytes sizes the storage engine's cache of table blocks;
-	// zero means DefaultBlockCacheBytes.
+	// zero means badgerkv.DefaultBlockCacheBytes.
 	BlockCacheBytes int64
 	// WrapKV, when set, wraps the storage engine; tests inject faults
 	// with it.
@@ -120,7 +122,7 @@ func Open(o Options) (*Store, error) {
 		o.Logger.Warn("upgrading an older store; a copy of it was taken first",
 			zap.Int("format", meta.Format), zap.Int("to_format", FormatVersion), zap.String("copy", copyDir))
 	}
-	kv, err := openBadger(badgerOptions{dir: dir, syncWrites: o.SyncWrites, blockCache: o.BlockCacheBytes, logger: o.Logger.Named("badger")})
+	kv, err := badgerkv.Open(badgerkv.Options{Dir: dir, SyncWrites: o.SyncWrites, BlockCacheBytes: o.BlockCacheBytes, Logger: o.Logger.Named("badger")})
 	if err != nil {
 		return nil, err
 	}
@@ -141,7 +143,7 @@ func Open(o Options) (*Store, error) {
 	credentials := newCredentialCache(o.RecordCacheEntries)
 	s := &Store{kv: credentialKV{engine, credentials}, keys: keys, records: newRecordCache(o.RecordCacheEntries), credentials: credentials, active: newActiveMarks(),
 		masters: masters, cvc: cvc, now: o.Now, logger: o.Logger, dir: dir, events: o.Events, stop: make(chan struct{})}
-	s.audits = newAuditBatcher(s.kv, s.stop, syncLinger)
+	s.audits = newAuditBatcher(s.kv, s.stop, auditLinger)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if meta.RotatingTo != nil {
 		if err := s.finishMasterRotation(s.ctx, meta); err != nil {

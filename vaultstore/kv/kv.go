@@ -101,12 +101,12 @@ type Pinger interface {
 
 var (
 	// ErrNotFound reports a key that holds no live value.
-	ErrNotFound = errors.New("kv: not found")
+	ErrNotFound = errors.New("not found")
 	// ErrStopScan ends a Scan early without an error.
 	ErrStopScan = errors.New("kv: stop scan")
 	// ErrConflict reports a transaction that kept losing conflicts with
 	// concurrent ones; the caller may retry later.
-	ErrConflict = errors.New("kv: transaction kept conflicting")
+	ErrConflict = errors.New("busy: the transaction kept conflicting with concurrent ones")
 	// ErrClosed answers a call after Close.
 	ErrClosed = errors.New("kv: the storage is closed")
 	// ErrUnavailable reports an engine that cannot be reached or refuses

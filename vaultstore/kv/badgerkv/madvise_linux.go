@@ -1,6 +1,6 @@
 //go:build linux
 
-package vaultstore
+package badgerkv
 
 import (
 	"bufio"

@@ -1,4 +1,4 @@
-package vaultstore
+package badgerkv
 
 import (
 	"fmt"

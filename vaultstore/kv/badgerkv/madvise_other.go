@@ -1,6 +1,6 @@
 //go:build !linux
 
-package vaultstore
+package badgerkv
 
 // adviseRandomAccess is a Linux remedy (see madvise_linux.go).
 func adviseRandomAccess(string) {}

@@ -1,10 +1,11 @@
-package vaultstore
+package badgerkv
 
 import (
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -15,6 +16,8 @@ import (
 	"github.com/dgraph-io/badger/v4/options"
 	"github.com/dgraph-io/ristretto/v2"
 	"go.uber.org/zap"
+
+	"github.com/tokenvault/tokenvault/vaultstore/kv"
 )
 
 // ErrLocked reports that another process holds the storage directory.
@@ -27,8 +30,8 @@ const conflictRetries = 8
 // gcInterval is how often value-log garbage collection runs.
 const gcInterval = 5 * time.Minute
 
-// badgerKV is the embedded single-node KV on Badger.
-type badgerKV struct {
+// Store is the embedded single-node KV on Badger.
+type Store struct {
 	db     *badger.DB
 	group  *groupSync // nil when writes need not be durable
 	logger *zap.Logger
@@ -43,13 +46,25 @@ type badgerKV struct {
 	closed    bool
 }
 
-// errKVClosed answers a write or a sync that comes after Close.
-var errKVClosed = errors.New("the storage is closed")
+// DB is the Badger database under the store, for tests and tools that
+// need Badger itself; the vault goes through the kv interface.
+func (s *Store) DB() *badger.DB { return s.db }
 
-// stats reports the engine's sizes and GC passes.
-func (kv *badgerKV) stats() Stats {
-	lsm, vlog := kv.db.Size()
-	return Stats{LSMBytes: lsm, VLogBytes: vlog, GCRuns: kv.gcRuns.Load(), BlockCacheHeld: cacheHolds(kv.db.BlockCacheMetrics())}
+// Stats are the engine's figures, for metrics.
+type Stats struct {
+	// LSMBytes and VLogBytes are the sizes of the tree's tables and of the
+	// value log.
+	LSMBytes, VLogBytes int64
+	// GCRuns counts value-log files rewritten by garbage collection.
+	GCRuns int64
+	// BlockCacheHeld is what the block cache holds, in bytes.
+	BlockCacheHeld int64
+}
+
+// Stats reports the engine's sizes and GC passes.
+func (s *Store) Stats() Stats {
+	lsm, vlog := s.db.Size()
+	return Stats{LSMBytes: lsm, VLogBytes: vlog, GCRuns: s.gcRuns.Load(), BlockCacheHeld: cacheHolds(s.db.BlockCacheMetrics())}
 }
 
 // cacheHolds is the cost a Badger cache holds: what it took in less what
@@ -61,12 +76,18 @@ func cacheHolds(m *ristretto.Metrics) int64 {
 	return int64(m.CostAdded()) - int64(m.CostEvicted())
 }
 
-// badgerOptions are the Badger settings the vault exposes.
-type badgerOptions struct {
-	dir        string
-	syncWrites bool
-	blockCache int64 // bytes; 0: DefaultBlockCacheBytes
-	logger     *zap.Logger
+// Options configure Open.
+type Options struct {
+	// Dir is the directory of Badger's files; it must exist.
+	Dir string
+	// SyncWrites makes every committed write durable (group commit)
+	// before Update returns.
+	SyncWrites bool
+	// BlockCacheBytes sizes Badger's block cache; zero means
+	// DefaultBlockCacheBytes.
+	BlockCacheBytes int64
+	// Logger receives the engine's log lines; nil discards them.
+	Logger *zap.Logger
 }
 
 // DefaultBlockCacheBytes is the storage engine's block cache when Options
@@ -76,8 +97,13 @@ type badgerOptions struct {
 // size (it consults one only for tables it encrypts).
 const DefaultBlockCacheBytes = 256 << 20
 
-func openBadger(o badgerOptions) (*badgerKV, error) {
-	opts := badger.DefaultOptions(o.dir).
+// Open opens (or creates) the Badger store in o.Dir. It fails with
+// ErrLocked when another process holds the directory.
+func Open(o Options) (*Store, error) {
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	opts := badger.DefaultOptions(o.Dir).
 		WithSyncWrites(false). // durability comes from group commit below
 		WithNumVersionsToKeep(1).
 		// Values are sealed records, which no compressor can shrink;
@@ -87,21 +113,21 @@ func openBadger(o badgerOptions) (*badgerKV, error) {
 		// earlier versions still read: the manifest keeps each table's
 		// compression.
 		WithCompression(options.None).
-		WithBlockCacheSize(cmp.Or(o.blockCache, DefaultBlockCacheBytes)).
-		WithLogger(badgerLogger{o.logger.Sugar()}).
+		WithBlockCacheSize(cmp.Or(o.BlockCacheBytes, DefaultBlockCacheBytes)).
+		WithLogger(badgerLogger{o.Logger.Sugar()}).
 		WithMetricsEnabled(false)
 	db, err := badger.Open(opts)
 	if err != nil {
 		if strings.Contains(err.Error(), "Cannot acquire directory lock") {
-			return nil, fmt.Errorf("opening %s: %w", o.dir, ErrLocked)
+			return nil, fmt.Errorf("opening %s: %w", o.Dir, ErrLocked)
 		}
-		return nil, fmt.Errorf("opening badger in %s: %w", o.dir, err)
+		return nil, fmt.Errorf("opening badger in %s: %w", o.Dir, err)
 	}
-	kv := &badgerKV{db: db, logger: o.logger, stop: make(chan struct{})}
-	if o.syncWrites {
-		dir := o.dir
+	s := &Store{db: db, logger: o.Logger, stop: make(chan struct{})}
+	if o.SyncWrites {
+		dir := o.Dir
 		var syncs atomic.Int64
-		kv.group = newGroupSync(func() error {
+		s.group = newGroupSync(func() error {
 			// a sync runs inside a write's updateOnce, which holds
 			// closeMu: it never reaches Badger after Close (whose
 			// memtable is gone by then)
@@ -112,61 +138,61 @@ func openBadger(o badgerOptions) (*badgerKV, error) {
 				adviseRandomAccess(dir)
 			}
 			if err := db.Sync(); err != nil {
-				kv.logger.Error("syncing the storage failed: every write is refused until the vault restarts", zap.Error(err))
+				s.logger.Error("syncing the storage failed: every write is refused until the vault restarts", zap.Error(err))
 				return err
 			}
 			return nil
 		}, syncLinger)
 	}
-	kv.wg.Add(1)
-	go kv.gcLoop()
-	return kv, nil
+	s.wg.Add(1)
+	go s.gcLoop()
+	return s, nil
 }
 
-func (kv *badgerKV) gcLoop() {
-	defer kv.wg.Done()
+func (s *Store) gcLoop() {
+	defer s.wg.Done()
 	t := time.NewTicker(gcInterval)
 	defer t.Stop()
 	for {
 		select {
-		case <-kv.stop:
+		case <-s.stop:
 			return
 		case <-t.C:
-			kv.runGC()
+			s.runGC()
 		}
 	}
 }
 
 // runGC rewrites value-log files until Badger finds nothing worth rewriting.
-func (kv *badgerKV) runGC() {
+func (s *Store) runGC() {
 	for i := 0; i < 100; i++ {
-		err := kv.db.RunValueLogGC(0.5)
+		err := s.db.RunValueLogGC(0.5)
 		if err == nil {
-			kv.gcRuns.Add(1)
+			s.gcRuns.Add(1)
 		}
 		if err != nil {
 			if !errors.Is(err, badger.ErrNoRewrite) && !errors.Is(err, badger.ErrRejected) {
-				kv.logger.Warn("value log gc failed", zap.Error(err))
+				s.logger.Warn("value log gc failed", zap.Error(err))
 			}
 			return
 		}
 	}
 }
 
-func (kv *badgerKV) View(ctx context.Context, fn func(Reader) error) error {
+func (s *Store) View(ctx context.Context, fn func(kv.Reader) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return kv.db.View(func(txn *badger.Txn) error { return fn(badgerTxn{txn: txn}) })
+	return s.db.View(func(txn *badger.Txn) error { return fn(badgerTxn{txn: txn}) })
 }
 
-func (kv *badgerKV) Update(ctx context.Context, fn func(Writer) error) error {
+func (s *Store) Update(ctx context.Context, fn func(kv.Writer) error) error {
 	var err error
 	for attempt := 0; attempt < conflictRetries; attempt++ {
 		if err = ctx.Err(); err != nil {
 			return err
 		}
-		err = kv.updateOnce(fn)
+		err = s.updateOnce(fn)
 		if !errors.Is(err, badger.ErrConflict) {
 			return err
 		}
@@ -177,7 +203,7 @@ func (kv *badgerKV) Update(ctx context.Context, fn func(Writer) error) error {
 		case <-time.After(backoff):
 		}
 	}
-	return fmt.Errorf("transaction kept conflicting: %w: %w", ErrBusy, err)
+	return fmt.Errorf("%w: %w", kv.ErrConflict, err)
 }
 
 // updateOnce runs fn in one transaction and, with group commit, returns
@@ -187,41 +213,41 @@ func (kv *badgerKV) Update(ctx context.Context, fn func(Writer) error) error {
 // closes the channel a commit sends to, so a commit that passed Badger's
 // own check just before would send on a closed channel and panic, and a
 // sync after Close finds no memtable.
-func (kv *badgerKV) updateOnce(fn func(Writer) error) error {
-	kv.closeMu.RLock()
-	defer kv.closeMu.RUnlock()
-	if kv.closed {
-		return errKVClosed
+func (s *Store) updateOnce(fn func(kv.Writer) error) error {
+	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
+	if s.closed {
+		return kv.ErrClosed
 	}
 	wrote := false
 	run := func(txn *badger.Txn) error { return fn(badgerTxn{txn, &wrote}) }
-	if kv.group == nil {
-		return kv.db.Update(run)
+	if s.group == nil {
+		return s.db.Update(run)
 	}
-	id := kv.group.begin()
+	id := s.group.begin()
 	ended := false
 	defer func() {
 		if !ended { // fn panicked: the sync must not wait for it
-			_ = kv.group.end(id, false)
+			_ = s.group.end(id, false)
 		}
 	}()
-	err := kv.db.Update(run)
+	err := s.db.Update(run)
 	ended = true
-	if serr := kv.group.end(id, err == nil && wrote); serr != nil {
+	if serr := s.group.end(id, err == nil && wrote); serr != nil {
 		return fmt.Errorf("syncing committed writes: %w", serr)
 	}
 	return err
 }
 
-func (kv *badgerKV) DeletePrefix(ctx context.Context, prefix []byte) error {
+func (s *Store) DeletePrefix(ctx context.Context, prefix []byte) error {
 	const batch = 1000
 	for {
 		var keys [][]byte
-		err := kv.View(ctx, func(r Reader) error {
+		err := s.View(ctx, func(r kv.Reader) error {
 			return r.Scan(prefix, nil, func(k, _ []byte) error {
 				keys = append(keys, k)
 				if len(keys) == batch {
-					return ErrStopScan
+					return kv.ErrStopScan
 				}
 				return nil
 			})
@@ -232,7 +258,7 @@ func (kv *badgerKV) DeletePrefix(ctx context.Context, prefix []byte) error {
 		if len(keys) == 0 {
 			return nil
 		}
-		if err := kv.Update(ctx, func(w Writer) error {
+		if err := s.Update(ctx, func(w kv.Writer) error {
 			for _, k := range keys {
 				if err := w.Delete(k); err != nil {
 					return err
@@ -245,12 +271,12 @@ func (kv *badgerKV) DeletePrefix(ctx context.Context, prefix []byte) error {
 	}
 }
 
-// snapshot calls fn for every live key of the store, in key order, from
+// Snapshot calls fn for every live key of the store, in key order, from
 // one read transaction: a consistent view as of the moment it starts, which
-// concurrent writes do not change. expiresAt is the entry's expiry in Unix
-// seconds (0 for none). key and value are valid only during the call.
-func (kv *badgerKV) snapshot(ctx context.Context, fn func(key, value []byte, expiresAt uint64) error) error {
-	return kv.db.View(func(txn *badger.Txn) error {
+// concurrent writes do not change. key and value are valid only during the
+// call.
+func (s *Store) Snapshot(ctx context.Context, fn func(key, value []byte, expiresAt time.Time) error) error {
+	return s.db.View(func(txn *badger.Txn) error {
 		opts := badger.DefaultIteratorOptions
 		opts.PrefetchValues = false // values are read in order, one at a time
 		it := txn.NewIterator(opts)
@@ -263,7 +289,11 @@ func (kv *badgerKV) snapshot(ctx context.Context, fn func(key, value []byte, exp
 				}
 			}
 			item := it.Item()
-			err := item.Value(func(v []byte) error { return fn(item.Key(), v, item.ExpiresAt()) })
+			var exp time.Time
+			if e := item.ExpiresAt(); e > 0 {
+				exp = time.Unix(int64(e), 0)
+			}
+			err := item.Value(func(v []byte) error { return fn(item.Key(), v, exp) })
 			if err != nil {
 				return err
 			}
@@ -272,16 +302,58 @@ func (kv *badgerKV) snapshot(ctx context.Context, fn func(key, value []byte, exp
 	})
 }
 
-func (kv *badgerKV) Close() error {
-	kv.closeOnce.Do(func() {
-		close(kv.stop)
-		kv.wg.Wait()
-		kv.closeMu.Lock()
-		kv.closed = true
-		kv.closeMu.Unlock()
-		kv.closeErr = kv.db.Close()
+// Load writes entries through a write batch, which is far faster than
+// one transaction per entry, and syncs them before it returns. Entries
+// already expired are skipped.
+func (s *Store) Load(ctx context.Context, next func() (key, value []byte, expiresAt time.Time, err error)) error {
+	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
+	if s.closed {
+		return kv.ErrClosed
+	}
+	wb := s.db.NewWriteBatch()
+	defer wb.Cancel()
+	now := time.Now()
+	for n := 0; ; n++ {
+		if n%1024 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		key, value, exp, err := next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		e := &badger.Entry{Key: key, Value: value}
+		if !exp.IsZero() {
+			if !exp.After(now) {
+				continue
+			}
+			e.ExpiresAt = uint64(exp.Unix())
+		}
+		if err := wb.SetEntry(e); err != nil {
+			return fmt.Errorf("loading entries: %w", err)
+		}
+	}
+	if err := wb.Flush(); err != nil {
+		return fmt.Errorf("loading entries: %w", err)
+	}
+	return s.db.Sync()
+}
+
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		close(s.stop)
+		s.wg.Wait()
+		s.closeMu.Lock()
+		s.closed = true
+		s.closeMu.Unlock()
+		s.closeErr = s.db.Close()
 	})
-	return kv.closeErr
+	return s.closeErr
 }
 
 // badgerTxn adapts a Badger transaction to Reader and Writer.
@@ -293,7 +365,7 @@ type badgerTxn struct {
 func (t badgerTxn) Get(key []byte) ([]byte, error) {
 	item, err := t.txn.Get(key)
 	if errors.Is(err, badger.ErrKeyNotFound) {
-		return nil, ErrNotFound
+		return nil, kv.ErrNotFound
 	}
 	if err != nil {
 		return nil, err
@@ -318,7 +390,7 @@ func (t badgerTxn) Scan(prefix, after []byte, fn func(key, value []byte) error) 
 			return err
 		}
 		if err := fn(item.KeyCopy(nil), v); err != nil {
-			if errors.Is(err, ErrStopScan) {
+			if errors.Is(err, kv.ErrStopScan) {
 				return nil
 			}
 			return err
@@ -352,7 +424,9 @@ func (l badgerLogger) Debugf(f string, a ...any)   { l.s.Debugf(strings.TrimSpac
 
 // Interface guards
 var (
-	_ KV            = (*badgerKV)(nil)
-	_ Writer        = badgerTxn{}
-	_ badger.Logger = badgerLogger{}
+	_ kv.KV          = (*Store)(nil)
+	_ kv.Snapshotter = (*Store)(nil)
+	_ kv.Loader      = (*Store)(nil)
+	_ kv.Writer      = badgerTxn{}
+	_ badger.Logger  = badgerLogger{}
 )

@@ -1,4 +1,4 @@
-package vaultstore
+package badgerkv
 
 import (
 	"errors"
@@ -10,6 +10,8 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 	"go.uber.org/zap"
+
+	"github.com/tokenvault/tokenvault/vaultstore/kv"
 )
 
 // TestGroupSyncCoversEveryCommit: a waiter returns only after a sync
@@ -218,29 +220,29 @@ func TestGroupSyncIgnoresOldTransactions(t *testing.T) {
 // TestUpdatePanicEndsItsTransaction: a transaction function that panics
 // is no longer counted as running, so later syncs do not linger for it.
 func TestUpdatePanicEndsItsTransaction(t *testing.T) {
-	kv, err := openBadger(badgerOptions{dir: t.TempDir(), syncWrites: true, logger: zap.NewNop()})
+	store, err := Open(Options{Dir: t.TempDir(), SyncWrites: true, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer kv.Close()
+	defer store.Close()
 	func() {
 		defer func() {
 			if recover() == nil {
 				t.Error("the panic did not reach the caller")
 			}
 		}()
-		_ = kv.Update(t.Context(), func(w Writer) error {
+		_ = store.Update(t.Context(), func(w kv.Writer) error {
 			_ = w.Put([]byte("k"), []byte("v"), 0)
 			panic("transaction bug")
 		})
 	}()
-	kv.group.mu.Lock()
-	active := len(kv.group.active)
-	kv.group.mu.Unlock()
+	store.group.mu.Lock()
+	active := len(store.group.active)
+	store.group.mu.Unlock()
 	if active != 0 {
 		t.Fatalf("%d transactions still counted as running after the panic", active)
 	}
-	if err := kv.Update(t.Context(), func(w Writer) error { return w.Put([]byte("k"), []byte("v2"), 0) }); err != nil {
+	if err := store.Update(t.Context(), func(w kv.Writer) error { return w.Put([]byte("k"), []byte("v2"), 0) }); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -248,11 +250,11 @@ func TestUpdatePanicEndsItsTransaction(t *testing.T) {
 // BenchmarkGroupSyncWrites measures durable token-sized writes from 64
 // writers with group commit.
 func BenchmarkGroupSyncWrites(b *testing.B) {
-	kv, err := openBadger(badgerOptions{dir: b.TempDir(), syncWrites: true, logger: zap.NewNop()})
+	store, err := Open(Options{Dir: b.TempDir(), SyncWrites: true, Logger: zap.NewNop()})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer kv.Close()
+	defer store.Close()
 	value := make([]byte, 512)
 	var n atomic.Int64
 	b.SetParallelism(32)
@@ -260,7 +262,7 @@ func BenchmarkGroupSyncWrites(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			key := fmt.Appendf(nil, "bench/%016x", n.Add(1))
-			if err := kv.Update(b.Context(), func(w Writer) error { return w.Put(key, value, 0) }); err != nil {
+			if err := store.Update(b.Context(), func(w kv.Writer) error { return w.Put(key, value, 0) }); err != nil {
 				b.Error(err)
 				return
 			}
@@ -275,22 +277,22 @@ func BenchmarkGroupSyncWrites(b *testing.B) {
 // "sync-µs" is the sync's part (Badger's msync of the memtable log and
 // fsync of the value log).
 func BenchmarkDurableWriteAlone(b *testing.B) {
-	kv, err := openBadger(badgerOptions{dir: b.TempDir(), logger: zap.NewNop()})
+	store, err := Open(Options{Dir: b.TempDir(), Logger: zap.NewNop()})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer kv.Close()
+	defer store.Close()
 	value := make([]byte, 700)
 	var syncTime time.Duration
 	i := 0
 	for b.Loop() {
 		i++
 		key := fmt.Appendf(nil, "bench/%016x", i)
-		if err := kv.Update(b.Context(), func(w Writer) error { return w.Put(key, value, 0) }); err != nil {
+		if err := store.Update(b.Context(), func(w kv.Writer) error { return w.Put(key, value, 0) }); err != nil {
 			b.Fatal(err)
 		}
 		began := time.Now()
-		if err := kv.db.Sync(); err != nil {
+		if err := store.db.Sync(); err != nil {
 			b.Fatal(err)
 		}
 		syncTime += time.Since(began)
@@ -304,21 +306,21 @@ func BenchmarkDurableWriteAlone(b *testing.B) {
 // to kill the process).
 func TestCloseWhileSyncLingers(t *testing.T) {
 	for i := range 5 {
-		kv, err := openBadger(badgerOptions{dir: t.TempDir(), syncWrites: true, logger: zap.NewNop()})
+		store, err := Open(Options{Dir: t.TempDir(), SyncWrites: true, Logger: zap.NewNop()})
 		if err != nil {
 			t.Fatal(err)
 		}
-		kv.group.begin() // a sibling that never ends: the write's sync lingers
+		store.group.begin() // a sibling that never ends: the write's sync lingers
 		done := make(chan error, 1)
 		go func() {
-			done <- kv.Update(t.Context(), func(w Writer) error { return w.Put([]byte("k"), []byte("v"), 0) })
+			done <- store.Update(t.Context(), func(w kv.Writer) error { return w.Put([]byte("k"), []byte("v"), 0) })
 		}()
 		time.Sleep(time.Duration(i*100) * time.Microsecond)
-		if err := kv.Close(); err != nil {
+		if err := store.Close(); err != nil {
 			t.Fatal(err)
 		}
 		returnsWithin(t, "the write", func() {
-			if err := <-done; err != nil && !errors.Is(err, errKVClosed) && !errors.Is(err, badger.ErrDBClosed) && !errors.Is(err, badger.ErrBlockedWrites) {
+			if err := <-done; err != nil && !errors.Is(err, kv.ErrClosed) && !errors.Is(err, badger.ErrDBClosed) && !errors.Is(err, badger.ErrBlockedWrites) {
 				t.Errorf("round %d: the write got %v, want success or a closed store", i, err)
 			}
 		})
@@ -333,14 +335,14 @@ func TestCloseWhileSyncLingers(t *testing.T) {
 // TestCloseWhileSyncLingers).
 func TestCloseWaitsForCommits(t *testing.T) {
 	for _, syncWrites := range []bool{false, true} {
-		kv, err := openBadger(badgerOptions{dir: t.TempDir(), syncWrites: syncWrites, logger: zap.NewNop()})
+		store, err := Open(Options{Dir: t.TempDir(), SyncWrites: syncWrites, Logger: zap.NewNop()})
 		if err != nil {
 			t.Fatal(err)
 		}
 		inside, release := make(chan struct{}), make(chan struct{})
 		wrote := make(chan error, 1)
 		go func() {
-			wrote <- kv.Update(t.Context(), func(w Writer) error {
+			wrote <- store.Update(t.Context(), func(w kv.Writer) error {
 				close(inside)
 				<-release
 				return w.Put([]byte("k"), []byte("v"), 0)
@@ -348,7 +350,7 @@ func TestCloseWaitsForCommits(t *testing.T) {
 		}()
 		<-inside
 		closed := make(chan error, 1)
-		go func() { closed <- kv.Close() }()
+		go func() { closed <- store.Close() }()
 		select {
 		case err := <-closed:
 			t.Fatalf("sync %v: Close returned (%v) while a transaction ran", syncWrites, err)
@@ -365,44 +367,9 @@ func TestCloseWaitsForCommits(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
-		err = kv.Update(t.Context(), func(w Writer) error { return w.Put([]byte("k2"), []byte("v"), 0) })
-		if !errors.Is(err, errKVClosed) {
-			t.Errorf("sync %v: a write after Close got %v, want %v", syncWrites, err, errKVClosed)
+		err = store.Update(t.Context(), func(w kv.Writer) error { return w.Put([]byte("k2"), []byte("v"), 0) })
+		if !errors.Is(err, kv.ErrClosed) {
+			t.Errorf("sync %v: a write after Close got %v, want %v", syncWrites, err, kv.ErrClosed)
 		}
-	}
-}
-
-// TestStoreRefusesWritesAfterFailedSync: once a sync fails, the store
-// acknowledges no write (a token create, the health check's write) even
-// when later syncs would succeed, so the health check reports it.
-func TestStoreRefusesWritesAfterFailedSync(t *testing.T) {
-	clock := newFakeClock()
-	dir := t.TempDir()
-	s := openTestStore(t, Options{Dir: dir, Now: clock.Now, SyncWrites: true})
-	w := newTWWorldOn(t, s, clock, dir, nil)
-	req := w.req("admin")
-	if err := s.CheckHealth(w.ctx); err != nil {
-		t.Fatalf("health before the failure: %v", err)
-	}
-	engine, ok := engineAs[*badgerKV](s.kv)
-	if !ok || engine.group == nil {
-		t.Fatal("no Badger engine with group commit under the store")
-	}
-	diskGone := errors.New("injected: fsync failed")
-	working := engine.group.sync
-	engine.group.mu.Lock()
-	engine.group.sync = func() error { return diskGone }
-	engine.group.mu.Unlock()
-	if _, err := s.CreateToken(w.ctx, req, TokenInput{Type: "card", Data: twCard(twVisa, twCVC)}); !errors.Is(err, diskGone) {
-		t.Fatalf("a create whose sync failed: %v, want the sync's error", err)
-	}
-	engine.group.mu.Lock()
-	engine.group.sync = working // the disk seems to be back
-	engine.group.mu.Unlock()
-	if _, err := s.CreateToken(w.ctx, req, TokenInput{Type: "card", Data: twCard(twVisa, twCVC)}); !errors.Is(err, diskGone) {
-		t.Fatalf("a create after the failed sync: %v, want the sync's error", err)
-	}
-	if err := s.CheckHealth(w.ctx); !errors.Is(err, diskGone) {
-		t.Fatalf("health after the failed sync: %v, want the sync's error", err)
 	}
 }

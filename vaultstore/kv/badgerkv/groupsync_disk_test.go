@@ -1,4 +1,4 @@
-package vaultstore
+package badgerkv
 
 import (
 	"fmt"
@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"go.uber.org/zap"
+
+	"github.com/tokenvault/tokenvault/vaultstore/kv"
 )
 
 // writeBytes is what this process has written to disk so far.
@@ -28,11 +30,11 @@ func writeBytes() int64 {
 // than one memtable, where read-ahead on the memtable log used to
 // multiply them (see adviseRandomAccess).
 func BenchmarkGroupSyncDiskWrites(b *testing.B) {
-	kv, err := openBadger(badgerOptions{dir: b.TempDir(), syncWrites: true, logger: zap.NewNop()})
+	store, err := Open(Options{Dir: b.TempDir(), SyncWrites: true, Logger: zap.NewNop()})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer kv.Close()
+	defer store.Close()
 	value := make([]byte, 700)
 	var n atomic.Int64
 	b.SetParallelism(16)
@@ -41,7 +43,7 @@ func BenchmarkGroupSyncDiskWrites(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			key := fmt.Appendf(nil, "bench/%016x", n.Add(1))
-			if err := kv.Update(b.Context(), func(w Writer) error { return w.Put(key, value, 0) }); err != nil {
+			if err := store.Update(b.Context(), func(w kv.Writer) error { return w.Put(key, value, 0) }); err != nil {
 				b.Error(err)
 				return
 			}

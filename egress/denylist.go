@@ -4,6 +4,8 @@ import "net/netip"
 
 // The deny list: IANA special-purpose and non-public ranges. Addresses are
 // unmapped before they are tested, so ::ffff:0:0/96 only documents intent.
+// The IPv4 addresses that IPv6 forms embed are checked against denied4 as
+// well (see embeddedIPv4), so these IPv6 entries are not the only guard.
 var (
 	denied4 = mustPrefixes(
 		"0.0.0.0/8",          // "this network"

@@ -33,7 +33,10 @@
 // address, multicast, documentation and benchmarking ranges, NAT64 and
 // 6to4 prefixes that embed IPv4 addresses, unique-local IPv6, ...) unless
 // the operator listed a network in [Policy.AllowNetworks], which is meant
-// for tests and on-premises destinations.
+// for tests and on-premises destinations. Every IPv6 form that embeds an
+// IPv4 address (mapped, compatible, translated, NAT64, 6to4, Teredo) is
+// also judged by the IPv4 rules: it is refused when an address it embeds
+// is refused, even if its IPv6 prefix is allowed.
 //
 // Every refusal, whether from CheckURL or at dial time, is an [*Error] and
 // matches [ErrRefused] with [errors.Is].

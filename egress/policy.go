@@ -37,19 +37,43 @@ type Resolver interface {
 // allowed when it is in one of AllowNetworks, or else when it is in none
 // of the special-purpose ranges of the deny list. The zero netip.Addr is
 // never allowed.
+//
+// An IPv6 address that embeds IPv4 addresses (IPv4-compatible ::/96,
+// IPv4-translated ::ffff:0:0:0/96, NAT64 64:ff9b::/96 and 64:ff9b:1::/48,
+// 6to4 2002::/16, Teredo 2001::/32) must moreover have every embedded
+// address allowed by the same rules, AllowNetworks included: the IPv4
+// rules judge it, whatever its IPv6 spelling. Allowing an IPv6 prefix
+// never allows the IPv4 addresses inside it.
 func (p *Policy) Allowed(addr netip.Addr) bool {
 	if !addr.IsValid() {
 		return false
 	}
 	a := addr.Unmap().WithZone("")
-	if p != nil {
-		for _, n := range p.AllowNetworks {
-			if unmapPrefix(n).Contains(a) {
-				return true
-			}
+	allowedBy, ok := p.allowedNetwork(a)
+	if !ok && denied(a) {
+		return false
+	}
+	v4, n := embeddedIPv4(a, localNAT64Bits(allowedBy))
+	for _, e := range v4[:n] {
+		if _, ok := p.allowedNetwork(e); !ok && denied(e) {
+			return false
 		}
 	}
-	return !denied(a)
+	return true
+}
+
+// allowedNetwork returns the first of AllowNetworks that contains a,
+// which is unmapped and without zone.
+func (p *Policy) allowedNetwork(a netip.Addr) (netip.Prefix, bool) {
+	if p == nil {
+		return netip.Prefix{}, false
+	}
+	for _, n := range p.AllowNetworks {
+		if n = unmapPrefix(n); n.Contains(a) {
+			return n, true
+		}
+	}
+	return netip.Prefix{}, false
 }
 
 // unmapPrefix turns an IPv4-mapped IPv6 prefix into the IPv4 prefix it

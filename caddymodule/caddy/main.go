@@ -9,6 +9,7 @@ import (
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 
 	_ "github.com/tokenvault/tokenvault/caddymodule"
+	_ "github.com/tokenvault/tokenvault/caddymodule/certstorage" // caddy.storage.vault_postgres
 )
 
 func main() {

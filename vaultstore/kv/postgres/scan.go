@@ -57,6 +57,7 @@ func (t *txn) Scan(prefix, after []byte, fn func(key, value []byte) error) error
 			return err
 		}
 		for i, k := range keys {
+			t.read(k)
 			if err := fn(k, values[i]); err != nil {
 				if errors.Is(err, kv.ErrStopScan) {
 					return nil

@@ -16,6 +16,7 @@ type statements struct {
 	purge       string // deletes up to limit expired entries
 	snapshot    string // every live entry with its expiry, by key
 	notify      string // channel, payload
+	lockReads   string // locks the rows of keys read (see readcheck.go)
 }
 
 // live is the condition of an entry whose time to live has not run out,
@@ -57,7 +58,8 @@ DELETE FROM %s t USING d WHERE t.key = d.key RETURNING t.key`, t, t),
 		purge: fmt.Sprintf(`DELETE FROM %s WHERE key IN (
 	SELECT key FROM %s WHERE expires_at <= now() LIMIT $1 FOR UPDATE SKIP LOCKED
 ) AND expires_at <= now()`, t, t),
-		snapshot: fmt.Sprintf(`SELECT key, value, expires_at FROM %s WHERE %s ORDER BY key`, t, live),
-		notify:   `SELECT pg_notify($1, $2)`,
+		snapshot:  fmt.Sprintf(`SELECT key, value, expires_at FROM %s WHERE %s ORDER BY key`, t, live),
+		notify:    `SELECT pg_notify($1, $2)`,
+		lockReads: fmt.Sprintf(`SELECT 1 FROM %s WHERE key = ANY($1::bytea[]) ORDER BY key FOR SHARE`, t),
 	}
 }

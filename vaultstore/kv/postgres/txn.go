@@ -149,6 +149,8 @@ type txn struct {
 	notify  [][]byte // changed keys under the watched prefixes
 	watch   *watchState
 	resent  int
+	reads   [][]byte            // keys found, checked at commit (see readcheck.go)
+	written map[string]struct{} // keys written
 }
 
 // stmt is a statement of a round trip; rows reads its result rows, or is
@@ -321,7 +323,7 @@ func (t *txn) commit() error {
 	if !t.begun && len(t.pending) == 0 {
 		return nil // nothing was read or written
 	}
-	final := t.notices()
+	final := append(t.notices(), t.readChecks()...)
 	commitAt := len(final)
 	final = append(final, stmt{sql: "COMMIT"})
 	if err := t.roundTrip("commit", final, commitAt); err != nil {
@@ -379,6 +381,7 @@ func (t *txn) Get(key []byte) ([]byte, error) {
 	if !found {
 		return nil, kv.ErrNotFound
 	}
+	t.read(key)
 	if value == nil {
 		value = []byte{}
 	}
@@ -396,6 +399,7 @@ func (t *txn) Put(key, value []byte, ttl time.Duration) error {
 	}
 	key = clone(key)
 	t.changed(key)
+	t.wrote(key)
 	return t.queue(stmt{sql: t.s.sql.put, args: []any{key, clone(value), micros}})
 }
 
@@ -407,6 +411,7 @@ func (t *txn) Delete(key []byte) error {
 	}
 	key = clone(key)
 	t.changed(key)
+	t.wrote(key)
 	return t.queue(stmt{sql: t.s.sql.del, args: []any{key}})
 }
 

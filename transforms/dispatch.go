@@ -409,7 +409,7 @@ func (p *Pool) release(w *proc, healthy bool, aff uint64, counted bool) {
 	case healthy && !p.closed && q != nil:
 		p.handOver(w, q)
 	case healthy && !p.closed && w.alive():
-		w.lastUsed = time.Now()
+		w.lastUsed = p.opts.now()
 		p.idle = append(p.idle, w)
 	case w.alive(): // the pool closed during the run
 		w.kill("closed")

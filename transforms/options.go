@@ -87,6 +87,10 @@ type Options struct {
 	// MaxSvcCalls bounds the req.svc calls per run (0 means
 	// DefaultMaxSvcCalls).
 	MaxSvcCalls int
+
+	// now is the clock of idle times (IdleTimeout); nil means time.Now.
+	// Tests set it.
+	now func() time.Time
 }
 
 // withDefaults fills in defaults and checks the options.
@@ -120,6 +124,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.MinWorkers < 0 || o.MaxWorkers < 1 || o.MinWorkers > o.MaxWorkers {
 		return o, fmt.Errorf("transforms: need 0 <= MinWorkers (%d) <= MaxWorkers (%d) and MaxWorkers >= 1", o.MinWorkers, o.MaxWorkers)
+	}
+	if o.now == nil {
+		o.now = time.Now
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultTimeout

@@ -168,7 +168,7 @@ func (p *Pool) startWorker(busy bool) (*proc, error) {
 	p.unconfined = w.unconfined
 	w.slot = p.freeSlot()
 	w.warm = newLRU[uint64, struct{}](realmCacheSize(p.opts.MemoryLimit))
-	w.lastUsed = time.Now()
+	w.lastUsed = p.opts.now()
 	if p.closed {
 		w.stop("closed")
 		return nil, ErrBusy
@@ -211,16 +211,23 @@ func (p *Pool) reaper() {
 		case <-p.closing:
 			return
 		case <-t.C:
-			p.mu.Lock()
-			for len(p.alive) > p.opts.MinWorkers && len(p.idle) > 0 && time.Since(p.idle[0].lastUsed) > p.opts.IdleTimeout {
-				w := p.idle[0]
-				p.idle = p.idle[1:]
-				delete(p.alive, w)
-				p.killed["idle"]++
-				w.stop("idle")
-			}
-			p.mu.Unlock()
+			p.reapIdle()
 		}
+	}
+}
+
+// reapIdle stops the workers beyond MinWorkers that have been idle for
+// more than IdleTimeout, by the pool's clock.
+func (p *Pool) reapIdle() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.opts.now()
+	for len(p.alive) > p.opts.MinWorkers && len(p.idle) > 0 && now.Sub(p.idle[0].lastUsed) > p.opts.IdleTimeout {
+		w := p.idle[0]
+		p.idle = p.idle[1:]
+		delete(p.alive, w)
+		p.killed["idle"]++
+		w.stop("idle")
 	}
 }
 

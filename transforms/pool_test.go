@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -360,26 +361,70 @@ func TestPoolClose(t *testing.T) {
 	}
 }
 
+// fakeClock is a clock that moves only when the test advances it.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// TestIdleWorkersAreStopped: workers started for a burst stay while they
+// have been idle for no more than IdleTimeout, then those beyond
+// MinWorkers are stopped. Idle time is read from a fake clock, so the
+// machine's speed plays no part; the reaper's pass is called directly.
 func TestIdleWorkersAreStopped(t *testing.T) {
-	p := newTestPool(t, func(o *Options) { o.MinWorkers = 1; o.MaxWorkers = 3; o.IdleTimeout = 300 * time.Millisecond })
-	var wg sync.WaitGroup
+	const idle = time.Minute
+	clock := &fakeClock{now: time.Unix(1_000_000, 0)}
+	p := newTestPool(t, func(o *Options) {
+		o.MinWorkers, o.MaxWorkers = 1, 3
+		o.IdleTimeout = idle
+		o.now = clock.Now
+	})
+	// A burst of three runs that each hold a worker until the gate opens:
+	// the pool must start two more workers.
+	g := newGate()
+	var runs []<-chan outcome
 	for i := 0; i < 3; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, _ = run(t, p, JobReactor, `module.exports = () => { const e = Date.now() + 300; while (Date.now() < e) {} return { raw: 1 } }`, nil)
-		}()
+		runs = append(runs, runAsync(context.Background(), p, Job{Kind: JobReactor, Svc: g, Code: gated(`return { raw: 1 }`)}))
 	}
-	wg.Wait()
-	if s := p.Stats(); s.Alive != 3 {
-		t.Fatalf("after a burst: %+v, want 3 alive", s)
+	waitStats(t, p, "three runs under way", func(s Stats) bool { return s.Busy == 3 && g.calls.Load() == 3 })
+	g.release()
+	for i, ch := range runs {
+		wantRaw(t, fmt.Sprintf("run %d", i), <-ch, "1")
 	}
-	deadline := time.Now().Add(3 * time.Second)
-	for p.Stats().Alive > 1 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
+	if s := settled(t, p); s.Alive != 3 || s.Started != 3 {
+		t.Fatalf("after a burst: %+v, want 3 started and alive", s)
 	}
+
+	clock.Advance(idle) // idle for IdleTimeout exactly: kept
+	p.reapIdle()
+	if s := p.Stats(); s.Alive != 3 || s.Killed["idle"] != 0 {
+		t.Fatalf("idle for IdleTimeout: %+v, want 3 alive", s)
+	}
+	clock.Advance(time.Second) // past it
+	p.reapIdle()
 	if s := p.Stats(); s.Alive != 1 || s.Killed["idle"] != 2 {
 		t.Fatalf("after idling: %+v, want 1 alive and 2 stopped as idle", s)
+	}
+	// MinWorkers stay, however long they idle; the one left still runs.
+	clock.Advance(time.Hour)
+	p.reapIdle()
+	if _, err := run(t, p, JobReactor, `module.exports = () => ({ raw: 1 })`, nil); err != nil {
+		t.Fatalf("run after idling: %v", err)
+	}
+	if s := p.Stats(); s.Alive != 1 || s.Killed["idle"] != 2 || s.Started != 3 {
+		t.Fatalf("after a run on the warm worker: %+v, want 1 alive, no new worker", s)
 	}
 }
 

@@ -9,6 +9,15 @@
 // queued and sent together with the next read or with COMMIT, in one
 // round trip. Other nodes learn of changes under watched prefixes through
 // LISTEN/NOTIFY (see Watch).
+//
+// Operating notes. SERIALIZABLE tracks reads with predicate locks on index
+// and heap pages, so transactions touching neighbouring keys can conflict
+// and run again; on a nearly empty table that is most of them. Servers
+// with many concurrent writers may want max_pred_locks_per_transaction
+// and max_pred_locks_per_page raised. The pool uses prepared statements
+// and the listener a session of its own: behind PgBouncer, use session
+// pooling. A multi-host DSN with target_session_attrs=read-write makes
+// new connections find the primary after a failover.
 package postgres
 
 import (

@@ -19,10 +19,12 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// EnvAdminURL names the environment variable holding the DSN of a role
-// that may create databases; DefaultAdminURL is used when it is unset.
 const (
-	EnvAdminURL     = "TV_POSTGRES_URL"
+	// EnvAdminURL names the environment variable holding the DSN of a
+	// role that may create databases.
+	EnvAdminURL = "TV_POSTGRES_URL"
+	// DefaultAdminURL is the admin DSN when EnvAdminURL is unset: the
+	// machine's own PostgreSQL, trusting local connections.
 	DefaultAdminURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 )
 

@@ -23,12 +23,16 @@
 package expr
 
 import (
+	crand "crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
+	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -86,6 +90,8 @@ type Expression struct {
 }
 
 var (
+	// std is the engine every evaluation uses but EvaluateJSONEach's.
+	std     *engine
 	cfg     render.Config
 	exprCfg expressions.Config
 	cache   = bounded.New[*Expression](cacheSize)
@@ -95,17 +101,32 @@ var (
 )
 
 func init() {
-	cfg = render.NewConfig()
-	filters.AddStandardFilters(guardedFilters{&cfg})
-	tags.AddStandardTags(cfg)
+	std = newEngine(vaultFilters)
+	cfg, exprCfg = std.render, std.expr
+}
+
+// engine is a configuration of the Liquid engine: its tags and filters.
+// Expressions are parsed and compiled with the standard one, and can be
+// rendered with any, since the engine looks filters up as it renders.
+type engine struct {
+	render render.Config
+	expr   expressions.Config
+}
+
+// newEngine configures the engine with the standard filters and tags
+// and the vault filters vf.
+func newEngine(vf map[string]filterFunc) *engine {
+	c := render.NewConfig()
+	filters.AddStandardFilters(guardedFilters{&c})
+	tags.AddStandardTags(c)
 	// {% include %} reads files from the server's file system.
-	cfg.AddTag("include", func(string) (func(io.Writer, render.Context) error, error) {
+	c.AddTag("include", func(string) (func(io.Writer, render.Context) error, error) {
 		return nil, errors.New("the include tag is not supported")
 	})
-	registerVaultFilters(&cfg)
-	cfg.AddFilter(outFilter, outValue)
-	cfg.AddFilter(tickFilter, tick)
-	exprCfg = cfg.Config.Config
+	registerVaultFilters(&c, vf)
+	c.AddFilter(outFilter, outValue)
+	c.AddFilter(tickFilter, tick)
+	return &engine{render: c, expr: c.Config.Config}
 }
 
 // IsExpression reports whether s contains Liquid markup ("{{" or "{%") and
@@ -328,14 +349,19 @@ func (e *Expression) String() string { return e.src }
 // returned: string, json.Number, bool, nil, map[string]any or []any.
 // Otherwise the template is rendered to a string.
 func (e *Expression) Evaluate(bindings map[string]any) (any, error) {
-	return e.evalIn(&env{raw: bindings})
+	return e.evalIn(&env{raw: bindings, eng: std})
 }
 
 // env holds the bindings of one evaluation, copied into the engine's
-// representation only when an expression needs the engine.
+// representation only when an expression needs the engine, and the
+// engine configuration it runs with.
 type env struct {
 	raw    map[string]any
 	engine map[string]any
+	eng    *engine
+	// sorted: EvaluateJSON walks object members in sorted order, so that
+	// the alias filters' draws come in the same order every time
+	sorted bool
 }
 
 func (v *env) engineBindings() map[string]any {
@@ -353,24 +379,24 @@ func (e *Expression) evalIn(v *env) (any, error) {
 			return out, nil
 		}
 	}
-	return e.eval(v.engineBindings())
+	return e.eval(v.engineBindings(), v.eng)
 }
 
-func (e *Expression) eval(b map[string]any) (out any, err error) {
+func (e *Expression) eval(b map[string]any, eng *engine) (out any, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			out, err = nil, panicError(r)
 		}
 	}()
 	if e.single != nil {
-		v, err := e.single.Evaluate(expressions.NewContext(b, exprCfg))
+		v, err := e.single.Evaluate(expressions.NewContext(b, eng.expr))
 		if err != nil {
 			return nil, runtimeError(err)
 		}
 		return fromEngine(v, 0)
 	}
 	w := &limitWriter{}
-	if rerr := render.Render(e.root, w, b, cfg); rerr != nil {
+	if rerr := render.Render(e.root, w, b, eng.render); rerr != nil {
 		return nil, runtimeError(rerr)
 	}
 	return w.b.String(), nil
@@ -381,7 +407,69 @@ func (e *Expression) eval(b map[string]any) (out any, err error) {
 // (see IsExpression) by its value, keeping the structure. Nesting deeper than
 // 64 levels is an error.
 func EvaluateJSON(template any, bindings map[string]any) (any, error) {
-	return evalJSON(template, &env{raw: bindings}, 0)
+	return evalJSON(template, &env{raw: bindings, eng: std}, 0)
+}
+
+// EvaluateJSONEach evaluates template as EvaluateJSON does, once for each
+// set of bindings, with the same random draws each time: the alias
+// filters draw the same characters in the same order in every
+// evaluation (object members are evaluated in sorted order), so two
+// results differ only where their bindings make them differ. The draws
+// come from a fresh random seed on each call, so the aliases are as
+// unpredictable as EvaluateJSON's. errs[i] is the i-th evaluation's
+// error; random reports whether any evaluation drew random characters,
+// so that another call could give other results.
+func EvaluateJSONEach(template any, bindings ...map[string]any) (outs []any, errs []error, random bool) {
+	var seed [32]byte
+	crand.Read(seed[:]) // never fails (Go 1.24+ crashes the program instead)
+	se := takeSeededEngine()
+	defer se.release()
+	se.draws = 0
+	outs, errs = make([]any, len(bindings)), make([]error, len(bindings))
+	for i, b := range bindings {
+		se.rng.Seed(seed)
+		outs[i], errs[i] = evalJSON(template, &env{raw: b, eng: se.engine, sorted: true}, 0)
+	}
+	return outs, errs, se.draws > 0
+}
+
+// seededEngine is an engine whose alias filters draw from rng, which
+// EvaluateJSONEach seeds before each evaluation, and count their draws.
+// One evaluation at a time uses it.
+type seededEngine struct {
+	*engine
+	rng   *rand.ChaCha8
+	draws int
+}
+
+// seededEngines keeps idle seeded engines; building one takes a while
+// (every filter is registered again), so they are kept rather than
+// pooled in a sync.Pool, which drops its contents at every collection.
+var seededEngines = make(chan *seededEngine, 16)
+
+// takeSeededEngine returns an idle seeded engine, or a new one.
+func takeSeededEngine() *seededEngine {
+	select {
+	case se := <-seededEngines:
+		return se
+	default:
+	}
+	se := &seededEngine{rng: rand.NewChaCha8([32]byte{})}
+	r := rand.New(se.rng)
+	se.engine = newEngine(vaultFiltersDrawing(func(n int) int {
+		se.draws++
+		return r.IntN(n)
+	}))
+	return se
+}
+
+// release keeps the engine for another evaluation, or drops it when
+// enough are kept.
+func (se *seededEngine) release() {
+	select {
+	case seededEngines <- se:
+	default:
+	}
 }
 
 func evalJSON(t any, b *env, depth int) (any, error) {
@@ -400,6 +488,16 @@ func evalJSON(t any, b *env, depth int) (any, error) {
 		return e.evalIn(b)
 	case map[string]any:
 		out := make(map[string]any, len(t))
+		if b.sorted {
+			for _, k := range slices.Sorted(maps.Keys(t)) {
+				r, err := evalJSON(t[k], b, depth+1)
+				if err != nil {
+					return nil, err
+				}
+				out[k] = r
+			}
+			return out, nil
+		}
 		for k, v := range t {
 			r, err := evalJSON(v, b, depth+1)
 			if err != nil {

@@ -83,7 +83,7 @@ func checkFastPath(t *testing.T, src string, bindings map[string]any) bool {
 	if e.fast == nil {
 		return false
 	}
-	want, wantErr := e.eval(toEngineBindings(bindings))
+	want, wantErr := e.eval(toEngineBindings(bindings), std)
 	got, ok := e.fast.eval(bindings)
 	switch {
 	case wantErr != nil && ok:

@@ -26,25 +26,33 @@ const (
 // positional arguments.
 type filterFunc func(in any, args ...any) (any, error)
 
-// vaultFilters are the vault's own filters by name.
-var vaultFilters = map[string]filterFunc{
-	"reveal_last":           revealLast,
-	"reveal":                reveal,
-	"last4":                 last4,
-	"pad_left":              padFilter("pad_left", true),
-	"pad_right":             padFilter("pad_right", false),
-	"json":                  jsonFilter,
-	"stringify":             stringifyFilter("stringify"),
-	"json_stringify":        stringifyFilter("json_stringify"),
-	"alias_preserve_format": aliasPreserveFormat,
-	"alias_preserve_length": aliasPreserveLength,
-	"to_number":             toNumber,
-	"to_boolean":            toBoolean,
-	"to_string":             toString,
+// vaultFilters are the vault's own filters by name, the alias filters
+// drawing from crypto/rand.
+var vaultFilters = vaultFiltersDrawing(randIndex)
+
+// vaultFiltersDrawing returns the vault's own filters by name, the alias
+// filters drawing their random characters from pick, which returns a
+// uniformly random integer in [0, n).
+func vaultFiltersDrawing(pick func(n int) int) map[string]filterFunc {
+	return map[string]filterFunc{
+		"reveal_last":           revealLast,
+		"reveal":                reveal,
+		"last4":                 last4,
+		"pad_left":              padFilter("pad_left", true),
+		"pad_right":             padFilter("pad_right", false),
+		"json":                  jsonFilter,
+		"stringify":             stringifyFilter("stringify"),
+		"json_stringify":        stringifyFilter("json_stringify"),
+		"alias_preserve_format": aliasPreserveFormatDrawing(pick),
+		"alias_preserve_length": aliasPreserveLengthDrawing(pick),
+		"to_number":             toNumber,
+		"to_boolean":            toBoolean,
+		"to_string":             toString,
+	}
 }
 
-func registerVaultFilters(c *render.Config) {
-	for name, fn := range vaultFilters {
+func registerVaultFilters(c *render.Config, vf map[string]filterFunc) {
+	for name, fn := range vf {
 		// The engine calls filters through reflection and needs a func type,
 		// not a named one.
 		c.AddFilter(name, (func(any, ...any) (any, error))(fn))
@@ -194,22 +202,32 @@ func stringifyFilter(name string) filterFunc {
 // alias_preserve_format: reveal_first (0), reveal_last (0). A random alias:
 // letters become random letters, digits random digits, other characters
 // stay; the first and last characters asked for are kept.
-var aliasPreserveFormat = alias("alias_preserve_format", func(c rune) rune {
-	switch {
-	case unicode.IsDigit(c):
-		return rune(digits[randIndex(len(digits))])
-	case unicode.IsLetter(c):
-		return rune(letters[randIndex(len(letters))])
-	}
-	return c
-})
+var aliasPreserveFormat = aliasPreserveFormatDrawing(randIndex)
+
+// aliasPreserveFormatDrawing is alias_preserve_format drawing from pick.
+func aliasPreserveFormatDrawing(pick func(n int) int) filterFunc {
+	return alias("alias_preserve_format", func(c rune) rune {
+		switch {
+		case unicode.IsDigit(c):
+			return rune(digits[pick(len(digits))])
+		case unicode.IsLetter(c):
+			return rune(letters[pick(len(letters))])
+		}
+		return c
+	})
+}
 
 // alias_preserve_length: reveal_first (0), reveal_last (0). A random
 // alphanumeric alias of the same length; the first and last characters asked
 // for are kept.
-var aliasPreserveLength = alias("alias_preserve_length", func(rune) rune {
-	return rune(alphanumerics[randIndex(len(alphanumerics))])
-})
+var aliasPreserveLength = aliasPreserveLengthDrawing(randIndex)
+
+// aliasPreserveLengthDrawing is alias_preserve_length drawing from pick.
+func aliasPreserveLengthDrawing(pick func(n int) int) filterFunc {
+	return alias("alias_preserve_length", func(rune) rune {
+		return rune(alphanumerics[pick(len(alphanumerics))])
+	})
+}
 
 const (
 	digits        = "0123456789"

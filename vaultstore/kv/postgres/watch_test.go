@@ -68,9 +68,6 @@ func cached(key []byte) bool { return bytes.HasPrefix(key, []byte("rec/")) }
 func watchedNode(t *testing.T, dsn string) (*Store, *recorder) {
 	t.Helper()
 	s := open(t, testOptions(t, dsn, "kv"))
-	if _, ok := any(s).(kv.Watcher); !ok {
-		t.Fatal("*Store does not implement kv.Watcher")
-	}
 	r := newRecorder()
 	if err := s.Watch(cached, r.changed); err != nil {
 		t.Fatalf("Watch: %v", err)

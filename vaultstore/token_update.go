@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 )
 
@@ -61,6 +62,12 @@ func (s *Store) UpdateToken(ctx context.Context, req TokenRequest, id string, pa
 		if _, err := req.Application.Authorize("token:update", old.container()); err != nil {
 			return err
 		}
+		maskChanged := changesMask(old, patch)
+		if maskChanged {
+			if err := mayReadRevealed(req.Application, old.container()); err != nil {
+				return err
+			}
+		}
 		next, dedupe, err := s.patched(t, old, patch, req.Application.ID)
 		if err != nil {
 			return err
@@ -68,6 +75,11 @@ func (s *Store) UpdateToken(ctx context.Context, req TokenRequest, id string, pa
 		transform, err := req.Application.Authorize("token:update", next.container())
 		if err != nil {
 			return err
+		}
+		if maskChanged && next.container() != old.container() {
+			if err := mayReadRevealed(req.Application, next.container()); err != nil {
+				return err
+			}
 		}
 		if err := s.derive(t, tk, next, dedupe); err != nil {
 			return err
@@ -99,6 +111,36 @@ func (s *Store) UpdateToken(ctx context.Context, req TokenRequest, id string, pa
 		return err
 	})
 	return out, err
+}
+
+// changesMask reports whether a patch gives the token another mask.
+func changesMask(old *tokenRecord, patch map[string]any) bool {
+	m, ok := patch["mask"]
+	if !ok {
+		return false
+	}
+	typ, _ := LookupTokenType(old.Type)
+	return !reflect.DeepEqual(maskAfter(old.Mask, typ, m), old.Mask)
+}
+
+// maskAfter returns the mask a token has after the mask member m of a
+// patch: null restores the type's default, anything else is merged.
+func maskAfter(old any, typ *TokenType, m any) any {
+	if m == nil {
+		return typ.DefaultMask
+	}
+	return mergePatch(old, m)
+}
+
+// mayReadRevealed returns ErrForbidden unless the application may read
+// tokens of the container revealed. Changing a token's mask takes that
+// right: a mask decides what every masked reader sees.
+func mayReadRevealed(app *Application, container string) error {
+	transform, err := app.Authorize("token:read", container)
+	if err != nil || transform != TransformReveal {
+		return fmt.Errorf("changing a token's mask needs the right to read it revealed: %w", ErrForbidden)
+	}
+	return nil
 }
 
 // shapeUpdated shapes the answer to an update: data masked at most, and
@@ -133,11 +175,7 @@ func (s *Store) patched(t *Tenant, old *tokenRecord, patch map[string]any, actor
 		typ.Validate(next.Data, v)
 	}
 	if m, ok := patch["mask"]; ok {
-		if m == nil {
-			next.Mask = typ.DefaultMask // removing the mask restores the type's
-		} else {
-			next.Mask = mergePatch(old.Mask, m)
-		}
+		next.Mask = maskAfter(old.Mask, typ, m) // removing the mask restores the type's
 		checkExpressions("mask", next.Mask, v)
 	}
 	if m, ok := patch["metadata"]; ok {
@@ -205,6 +243,15 @@ func (s *Store) patched(t *Tenant, old *tokenRecord, patch map[string]any, actor
 	}
 	if err := v.OrNil(); err != nil {
 		return nil, false, err
+	}
+	_, dataPatched := patch["data"]
+	_, maskPatched := patch["mask"]
+	if dataPatched || maskPatched {
+		// a mask is checked over the data it will be read with: new data
+		// can make an old mask show what it did not
+		if err := checkMask(next.Type, next.Mask, withoutCVC(next.Type, next.Data)); err != nil {
+			return nil, false, err
+		}
 	}
 	next.ModifiedBy, next.ModifiedAt = actorID, stamp(s.now())
 	dedupe := t.Settings["deduplicate_tokens"] == "true"

@@ -133,6 +133,9 @@ func (s *Store) buildToken(t *Tenant, tk *tenantKeys, actorID string, in TokenIn
 	if err := v.OrNil(); err != nil {
 		return nil, false, err
 	}
+	if err := checkMask(typ.Name, mask, withoutCVC(typ.Name, in.Data)); err != nil {
+		return nil, false, err
+	}
 
 	rec := &tokenRecord{Token: Token{
 		TenantID:              t.ID,
@@ -148,7 +151,7 @@ func (s *Store) buildToken(t *Tenant, tk *tenantKeys, actorID string, in TokenIn
 		CreatedBy:             actorID,
 		CreatedAt:             stamp(now),
 	}}
-	id, err := evaluateTokenID(in.ID, withoutCVC(typ.Name, in.Data))
+	id, err := evaluateTokenID(typ.Name, in.ID, withoutCVC(typ.Name, in.Data))
 	if err != nil {
 		return nil, false, err
 	}
@@ -327,10 +330,15 @@ func stringOf(v any) (string, error) {
 }
 
 // evaluateTokenID returns the id of a new token: a random UUID, the
-// caller's id, or the caller's id expression evaluated over the data.
-func evaluateTokenID(src string, data any) (string, error) {
+// caller's id, or the caller's id expression evaluated over the data. A
+// card or bank token's id may not show its number (see checkTokenID and
+// evaluateGuardedID).
+func evaluateTokenID(tokenType, src string, data any) (string, error) {
 	if src == "" {
 		return uuid.NewString(), nil
+	}
+	if expr.IsExpression(src) && (tokenType == TokenTypeCard || tokenType == TokenTypeBank) {
+		return evaluateGuardedID(tokenType, src, data)
 	}
 	id := src
 	if expr.IsExpression(src) {
@@ -340,6 +348,9 @@ func evaluateTokenID(src string, data any) (string, error) {
 		}
 	}
 	if err := ValidateTokenID(id); err != nil {
+		return "", err
+	}
+	if err := checkTokenID(tokenType, id, data); err != nil {
 		return "", err
 	}
 	return id, nil
@@ -664,6 +675,9 @@ func (s *Store) shapeCreated(app *Application, rec *tokenRecord, transform strin
 // shape returns the token with its data revealed, masked or left out.
 func (s *Store) shape(rec *tokenRecord, transform string) (*Token, error) {
 	tok := rec.Token
+	if transform != TransformReveal && maskTemplateShowsNumber(rec) {
+		tok.Mask = nil // written before the vault refused such masks
+	}
 	switch transform {
 	case TransformReveal:
 		tok.Data = s.fullData(rec)
@@ -672,7 +686,12 @@ func (s *Store) shape(rec *tokenRecord, transform string) (*Token, error) {
 		if rec.Mask != nil {
 			// a mask sees the data without the CVC: a mask must never
 			// show it, and must not break once the CVC is gone
-			masked, err := expr.EvaluateJSON(rec.Mask, map[string]any{"data": rec.Data})
+			masked, err := evaluateMask(rec)
+			if errors.Is(err, errMaskShowsNumber) {
+				s.logger.Warn("a token's mask could show more of its number than allowed; its data is left out",
+					zap.String("tenant_id", rec.TenantID), zap.String("token_type", rec.Type))
+				return &tok, nil
+			}
 			if err != nil {
 				// a mask that fails on this token's data hides the data;
 				// it must not fail the reader's request

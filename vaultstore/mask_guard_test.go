@@ -1,0 +1,137 @@
+package vaultstore
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestHiddenNumberOf(t *testing.T) {
+	tests := []struct {
+		name, typ string
+		data      any
+		ok        bool
+		hidden    string
+	}{
+		{"16 digits: BIN of 8", "card", twCard(twVisa2, ""), true, twVisa2[8:12]},
+		{"19 digits: BIN of 8", "card", twCard(twLuhn("6011", 1234, 19), ""), true, twLuhn("6011", 1234, 19)[8:15]},
+		{"15 digits: BIN of 6", "card", twCard(twAmex, ""), true, twAmex[6:11]},
+		{"13 digits: BIN of 6", "card", twCard(twLuhn("401288", 888, 13), ""), true, twLuhn("401288", 888, 13)[6:9]},
+		{"bank: all but the last four", "bank", twBank(twRouting, twAccount), true, twAccount[:len(twAccount)-4]},
+		{"bank: five digits", "bank", twBank(twRouting, "12345"), true, "1"},
+		{"bank: four digits, nothing hidden", "bank", twBank(twRouting, "1234"), false, ""},
+		{"generic token", "token", map[string]any{"number": twVisa}, false, ""},
+		{"card without number", "card", map[string]any{}, false, ""},
+		{"card data not an object", "card", twVisa, false, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h, ok := hiddenNumberOf(tc.typ, tc.data)
+			if ok != tc.ok || (ok && h.digits[h.lo:h.hi] != tc.hidden) {
+				t.Fatalf("hiddenNumberOf = %v (hidden %d..%d), want %v", ok, h.lo, h.hi, tc.ok)
+			}
+		})
+	}
+}
+
+func TestDigitRunsAndLuhnRuns(t *testing.T) {
+	tests := []struct {
+		in   string
+		runs []string
+		luhn bool
+	}{
+		{"abc", nil, false},
+		{"4242 4242-4242 4242", []string{twVisa}, true},
+		{"4242  4242 4242 4242", []string{"4242", "424242424242"}, false},
+		{"x" + twVisa2 + "y", []string{twVisa2}, true},
+		{"４２４２４２４２４２４２４２４２", []string{twVisa}, true},
+		{"order-2024-000123", []string{"2024000123"}, false},
+		{twBadLuhn, []string{twBadLuhn}, false},
+		{"1" + twVisa2 + "1234", []string{"1" + twVisa2 + "1234"}, false}, // 21 digits: not a card number
+		{"-12 34-", []string{"1234"}, false},
+	}
+	for _, tc := range tests {
+		if got := digitRuns(tc.in); !slices.Equal(got, tc.runs) {
+			t.Errorf("digitRuns(%q) = %q, want %q", tc.in, got, tc.runs)
+		}
+		if got := luhnRunIn(tc.in); got != tc.luhn {
+			t.Errorf("luhnRunIn(%q) = %v, want %v", tc.in, got, tc.luhn)
+		}
+	}
+}
+
+// TestGuardedIDsNeverFailAtRandom: id expressions made of the alias
+// filters pass every time, and never give an id that shows a card number,
+// although one draw in ten of a 16-digit alias passes the Luhn check.
+func TestGuardedIDsNeverFailAtRandom(t *testing.T) {
+	card := twCard(twCapCard, "")
+	tests := []struct{ typ, src string }{
+		{"card", "{{ data.number | alias_preserve_format: 0, 4 }}"},
+		{"card", "{{ data.number | alias_preserve_format: 8, 4 }}"},
+		{"card", "{{ data.number | alias_preserve_format: 6, 4 }}"},
+		{"card", "{{ data.number | alias_preserve_length }}"},
+		{"card", "tok_{{ data.number | alias_preserve_format: 0, 4 }}"},
+		{"bank", "{{ data.account_number | alias_preserve_format: 0, 4 }}"},
+		{"bank", "{{ data.account_number | alias_preserve_format: 0, 2 }}"},
+	}
+	for _, tc := range tests {
+		data := card
+		if tc.typ == "bank" {
+			data = twBank(twRouting, "98765432")
+		}
+		h, _ := hiddenNumberOf(tc.typ, data)
+		for i := range 2000 {
+			id, err := evaluateTokenID(tc.typ, tc.src, data)
+			if err != nil {
+				t.Fatalf("%s, draw %d: %v", tc.src, i, err)
+			}
+			if luhnRunIn(id) || strings.Contains(id, h.digits) {
+				t.Fatalf("%s gave an id that shows a card or account number", tc.src)
+			}
+		}
+	}
+}
+
+// TestGuardedIDKeepsHiddenDigitsOut: an alias that keeps digits a mask
+// may not show is refused, as the digits themselves would be.
+func TestGuardedIDKeepsHiddenDigitsOut(t *testing.T) {
+	tests := []struct{ typ, src string }{
+		{"card", "{{ data.number | alias_preserve_format: 10, 4 }}"},
+		{"card", "{{ data.number | alias_preserve_format: 0, 6 }}"},
+		{"bank", "{{ data.account_number | alias_preserve_format: 2, 2 }}"},
+	}
+	for _, tc := range tests {
+		data := twCard(twCapCard, "")
+		if tc.typ == "bank" {
+			data = twBank(twRouting, "98765432")
+		}
+		_, err := evaluateTokenID(tc.typ, tc.src, data)
+		twWantField(t, err, "id", tc.src)
+	}
+}
+
+// TestGuardedIDRefusalIsQuick: an id expression that fails the same way
+// twice is not drawn again.
+func TestGuardedIDRefusalIsQuick(t *testing.T) {
+	data := twCard(twVisa2, "")
+	_, err := evaluateTokenID("card", "{{ 'x' }}"+twVisa, data)
+	twWantField(t, err, "id", "a Luhn-valid run written in the expression")
+}
+
+// TestMaskGuardProbesDoNotFlagSafeMasks: the guard never refuses a mask
+// that shows only what is allowed, however often it runs.
+func TestMaskGuardProbesDoNotFlagSafeMasks(t *testing.T) {
+	data := twCard(twCapYear, "")
+	masks := []any{
+		"{{ data.number | reveal: 8, 4 }}",
+		map[string]any{"n": "{{ data.number | alias_preserve_format: 8, 4 }}", "m": "{{ data.number | alias_preserve_length: 0, 4 }}", "y": "{{ data.expiration_year }}"},
+		"{{ data.expiration_year }}{{ data.number | last4 }}",
+	}
+	for _, mask := range masks {
+		for i := range 500 {
+			if err := checkMask("card", mask, data); err != nil {
+				t.Fatalf("mask %v, run %d: %v", mask, i, err)
+			}
+		}
+	}
+}

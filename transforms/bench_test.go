@@ -37,7 +37,8 @@ func BenchmarkPoolTrivialTransform(b *testing.B) {
 	}{{"fresh", RealmScope{}}, {"warm", RealmScope{Tenant: "t1", Principal: "app1"}}} {
 		for _, conc := range []int{1, 4} {
 			b.Run(fmt.Sprintf("realm=%s/concurrent=%d", realm.name, conc), func(b *testing.B) {
-				p := newTestPool(b, func(o *Options) { o.MinWorkers, o.MaxWorkers = conc, conc })
+				// one tenant on the whole pool: the pool's own throughput
+				p := newTestPool(b, func(o *Options) { o.MinWorkers, o.MaxWorkers, o.MaxWorkersPerTenant = conc, conc, conc })
 				job := trivialJob(realm.scope)
 				warmUp(b, p, job, conc)
 				b.ResetTimer()
@@ -110,11 +111,21 @@ func cpuTime() time.Duration {
 }
 
 // BenchmarkPoolProxyLoad is a proxy's request transform under load: 64
-// callers, 2 workers, a service client, the args of a proxied 1 KB JSON
-// POST like the load benchmark's.
+// callers of one tenant, 2 or 4 workers, a service client, the args of a
+// proxied 1 KB JSON POST like the load benchmark's. The tenant's share is
+// the whole pool, or the default half of it (what a lone tenant gets,
+// its runs pipelined behind its own).
 // It reports the CPU time of the parent and of the workers per run.
 func BenchmarkPoolProxyLoad(b *testing.B) {
-	p := newTestPool(b, func(o *Options) { o.MinWorkers, o.MaxWorkers = 2, 2 })
+	for _, tc := range []struct{ workers, share int }{{2, 2}, {2, 1}, {4, 4}, {4, 2}} {
+		b.Run(fmt.Sprintf("workers=%d/share=%d", tc.workers, tc.share), func(b *testing.B) {
+			benchmarkPoolProxyLoad(b, tc.workers, tc.share)
+		})
+	}
+}
+
+func benchmarkPoolProxyLoad(b *testing.B, workers, share int) {
+	p := newTestPool(b, func(o *Options) { o.MinWorkers, o.MaxWorkers, o.MaxWorkersPerTenant = workers, workers, share })
 	job := Job{Kind: JobRequest, Svc: benchSvc{}, Realm: RealmScope{Tenant: "tenant", Principal: "app"},
 		Meta: map[string]string{"tenant_id": "tenant", "entity": "proxy", "entity_id": "p1"},
 		Args: json.RawMessage(`{"body":{"amount":1000,"currency":"usd","description":"load test charge","card_0":{"number":"4242424242424242","exp":"12/31"},"f0000":"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz","f0001":"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz","f0002":"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz","f0003":"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz","f0004":"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz","f0005":"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz","f0006":"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz","f0007":"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz","f0008":"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz","f0009":"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz","f0010":"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"},"headers":{"Content-Length":"1024",` +

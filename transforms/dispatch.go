@@ -8,13 +8,14 @@ import (
 
 // Dispatch: which worker runs a job, and when.
 //
-// A run takes, in this order, an idle worker (one that keeps its realm
-// warm first), a new worker while fewer than MaxWorkers are alive, or a
-// place in the pipe of a busy worker (pipelining): its job frame is sent
-// while the worker's current run goes on, and the worker starts it as
-// soon as that run's result is written, without waiting for the pool to
-// hand it the next job. Otherwise it waits, in order of arrival, for
-// QueueTimeout at most.
+// A run whose tenant is below its cap (fairqueue.go) takes, in this
+// order, an idle worker (one that keeps its realm warm first), a new
+// worker while fewer than MaxWorkers are alive, or a place in the pipe of
+// a busy worker (pipelining): its job frame is sent while the worker's
+// current run goes on, and the worker starts it as soon as that run's
+// result is written, without waiting for the pool to hand it the next
+// job. Otherwise it waits, for QueueTimeout at most, in its tenant's
+// queue: the tenants are served round-robin, each in order of arrival.
 //
 // A queued job has not started: the worker runs one job at a time, in
 // order. The result frame of the run before it marks the hand-over, and
@@ -39,11 +40,13 @@ const queueWindow = 10 * time.Millisecond
 // ticket is a run's claim on the pool, from Run until the run owns a
 // worker. Its fields are guarded by the pool's mutex.
 type ticket struct {
-	aff   uint64     // realm affinity (Pool.affinity)
-	since time.Time  // arrival, which orders the waiting runs
-	grant chan grant // the pool's answers, one at a time, sent under p.mu
-	waits bool       // in p.waiters
-	queue *queued    // its job frame's place in a busy worker's pipe
+	tenant string     // whose share of the pool the run takes (fairqueue.go)
+	aff    uint64     // realm affinity (Pool.affinity)
+	since  time.Time  // arrival, which orders its tenant's waiting runs
+	grant  chan grant // the pool's answers, one at a time, sent under p.mu
+	waits  bool       // in p.fair's queues
+	holds  bool       // counted in its tenant's held workers (fairQueue.hold)
+	queue  *queued    // its job frame's place in a busy worker's pipe
 }
 
 // grantKind says what a grant gives.
@@ -98,7 +101,7 @@ func (p *Pool) acquire(ctx context.Context, t *ticket, deadline time.Time) (gran
 		p.mu.Unlock()
 		return grant{}, newError(KindBusy, "the pool is closed")
 	}
-	if len(p.waiters) == 0 {
+	if p.fair.next(p.limit()) == nil && !p.fair.waits(t.tenant) {
 		if g, ok := p.place(t); ok {
 			p.mu.Unlock()
 			return g, nil
@@ -150,6 +153,17 @@ func (p *Pool) wait(ctx context.Context, t *ticket, deadline time.Time, queued b
 	default:
 		p.withdraw(t)
 	}
+	if g.kind == grantTurn {
+		// The worker drains t's job (giveBack). A run of t's tenant queued
+		// behind it came on t's hold, and takes it over.
+		g.w.holder = nil
+		if q := g.w.next; q != nil && q.t != nil && q.t.tenant == t.tenant {
+			p.fair.hold(q.t)
+		}
+	}
+	if p.fair.unhold(t) {
+		p.dispatch() // its tenant may have a run waiting on it
+	}
 	p.mu.Unlock()
 	if g.kind != 0 {
 		p.giveBack(g)
@@ -157,46 +171,73 @@ func (p *Pool) wait(ctx context.Context, t *ticket, deadline time.Time, queued b
 	return grant{}, err
 }
 
-// enqueue adds t to the waiting runs, in order of arrival. Call with p.mu
-// held.
+// enqueue adds t to its tenant's waiting runs, in order of arrival. Call
+// with p.mu held.
 func (p *Pool) enqueue(t *ticket) {
-	i := len(p.waiters)
-	for i > 0 && p.waiters[i-1].since.After(t.since) {
-		i--
-	}
-	p.waiters = slices.Insert(p.waiters, i, t)
-	t.waits = true
+	p.fair.push(t)
 }
 
-// unwait removes t from the waiting runs. Call with p.mu held.
+// unwait removes t from the waiting runs without serving it. Call with
+// p.mu held.
 func (p *Pool) unwait(t *ticket) {
-	if i := slices.Index(p.waiters, t); i >= 0 {
-		p.waiters = slices.Delete(p.waiters, i, i+1)
-	}
-	t.waits = false
+	p.fair.remove(t, false)
 }
 
-// dispatch gives what has come free to the waiting runs, first come first
-// served. Call with p.mu held, after anything that may free a worker or a
-// place.
+// dispatch gives what has come free to the waiting runs: round-robin
+// between the tenants below their cap, first come first served within a
+// tenant (fairqueue.go). Call with p.mu held, after anything that may
+// free a worker, a place or a tenant's share.
 func (p *Pool) dispatch() {
-	for !p.closed && len(p.waiters) > 0 {
-		t := p.waiters[0]
-		g, ok := p.place(t)
-		if !ok {
-			return
-		}
-		p.unwait(t)
-		t.grant <- g
+	if p.closed {
+		return
 	}
+	p.fair.serve(p.limit(), func(t *ticket) bool {
+		g, ok := p.place(t)
+		if ok {
+			t.grant <- g
+		}
+		return ok
+	})
 }
 
 // place finds t a worker or a place, and reports false when there is
-// none: an idle worker, a new worker while fewer than MaxWorkers are alive
-// or starting, or a place behind a busy worker's young run (pickBusy). A
-// ticket already queued leaves its place for the new one. Call with p.mu
-// held.
+// none: an idle worker, a new worker while fewer than MaxWorkers are
+// alive or starting, or a place behind a busy worker's young run
+// (pickBusy). A ticket already queued leaves its place for the new one.
+//
+// It keeps to t's tenant's share (fairqueue.go). A worker, or a place
+// behind another tenant's run, is a hold: only a tenant below its cap, or
+// a ticket that holds one already, gets it. A place behind a run of t's
+// own tenant is not: the worker passes from one of the tenant's runs to
+// the next (handOver moves the hold), and a tenant at its cap may take
+// it. Call with p.mu held.
 func (p *Pool) place(t *ticket) (grant, bool) {
+	var g grant
+	var ok bool
+	if p.fair.mayHold(t, p.limit()) {
+		g, ok = p.placeAny(t)
+	} else if w := p.pickBusy(t, true); w != nil {
+		g, ok = p.queueBehind(t, w), true
+	}
+	switch {
+	case !ok:
+	case g.kind == grantQueue && p.ownRun(g.w, t):
+		p.fair.unhold(t) // the run ahead's hold passes to t at the hand-over
+	default:
+		p.fair.hold(t)
+	}
+	return g, ok
+}
+
+// ownRun reports whether the run under way on w is one of t's tenant's.
+// Call with p.mu held.
+func (p *Pool) ownRun(w *proc, t *ticket) bool {
+	return w.holder != nil && w.holder != t && w.holder.tenant == t.tenant
+}
+
+// placeAny is place for a ticket that may hold a worker. Call with p.mu
+// held.
+func (p *Pool) placeAny(t *ticket) (grant, bool) {
 	for len(p.idle) > 0 {
 		i := p.pickIdle(t.aff)
 		w := p.idle[i]
@@ -207,6 +248,7 @@ func (p *Pool) place(t *ticket) (grant, bool) {
 		}
 		p.move(t)
 		p.busy++
+		w.holder = t
 		return grant{kind: grantIdle, w: w}, true
 	}
 	if len(p.alive)+p.starting < p.opts.MaxWorkers {
@@ -214,14 +256,19 @@ func (p *Pool) place(t *ticket) (grant, bool) {
 		p.starting++
 		return grant{kind: grantStart}, true
 	}
-	if w := p.pickBusy(t.aff); w != nil {
-		p.move(t)
-		q := &queued{id: p.nextID.Add(1), w: w, t: t}
-		w.next, t.queue = q, q
-		p.queued++
-		return grant{kind: grantQueue, w: w, q: q}, true
+	if w := p.pickBusy(t, false); w != nil {
+		return p.queueBehind(t, w), true
 	}
 	return grant{}, false
+}
+
+// queueBehind gives t the place behind w's run. Call with p.mu held.
+func (p *Pool) queueBehind(t *ticket, w *proc) grant {
+	p.move(t)
+	q := &queued{id: p.nextID.Add(1), w: w, t: t}
+	w.next, t.queue = q, q
+	p.queued++
+	return grant{kind: grantQueue, w: w, q: q}
 }
 
 // move makes a queued ticket leave its place, for a better one. Call with
@@ -258,19 +305,21 @@ func (p *Pool) pickIdle(aff uint64) int {
 	return last
 }
 
-// pickBusy returns the busy worker to queue a job with affinity aff
-// behind, or nil: one whose current job frame is sent, with nothing
-// queued yet, whose run started less than the queue window ago. It prefers,
-// like pickIdle, the worker that keeps the job's realm warm, then the one
-// its hash names, then the one whose run started first (the first to
-// finish, among runs alike). Call with p.mu held.
-func (p *Pool) pickBusy(aff uint64) *proc {
+// pickBusy returns the busy worker to queue t's job behind, or nil: one
+// whose current job frame is sent, with nothing queued yet, whose run
+// started less than the queue window ago, and, when own is set, whose run
+// is one of t's tenant's. It prefers, like pickIdle, the worker that keeps
+// the job's realm warm, then the one its hash names, then the one whose
+// run started first (the first to finish, among runs alike). Call with
+// p.mu held.
+func (p *Pool) pickBusy(t *ticket, own bool) *proc {
 	var best *proc
 	bestRank := 3
 	now := time.Now()
+	aff := t.aff
 	slot := int(aff % uint64(p.opts.MaxWorkers))
 	for w := range p.alive {
-		if w.busySince.IsZero() || w.next != nil || now.Sub(w.busySince) >= p.window || !w.alive() {
+		if w.busySince.IsZero() || w.next != nil || now.Sub(w.busySince) >= p.window || !w.alive() || own && !p.ownRun(w, t) {
 			continue
 		}
 		rank := 2
@@ -330,7 +379,7 @@ func (p *Pool) withdraw(t *ticket) {
 func (p *Pool) giveBack(g grant) {
 	switch g.kind {
 	case grantIdle:
-		p.release(g.w, true, 0, false)
+		p.release(g.w, true, 0, nil)
 	case grantStart:
 		p.mu.Lock()
 		p.starting--
@@ -347,7 +396,7 @@ func (p *Pool) giveBack(g grant) {
 			p.dispatch()
 		case turnReady: // the worker is the run's, and idle
 			p.mu.Unlock()
-			p.release(q.w, true, 0, false)
+			p.release(q.w, true, 0, nil)
 			return
 		}
 		p.mu.Unlock()
@@ -360,7 +409,7 @@ func (p *Pool) giveBack(g grant) {
 			return
 		}
 		p.mu.Unlock()
-		p.release(g.w, false, 0, false)
+		p.release(g.w, false, 0, nil)
 	}
 }
 
@@ -373,24 +422,26 @@ func (p *Pool) drain(w *proc, id uint64) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, _, healthy := p.runOn(ctx, w, id, nil, nil, nil, KillGrace, true)
-	p.release(w, healthy, 0, false)
+	p.release(w, healthy, 0, nil)
 }
 
-// release ends the run under way on w (a caller's when counted, or a
-// drain). An unhealthy worker is retired. healthy means the run's result
-// frame came back and the worker may go on: it then starts the job
-// queued behind, if any, which is w's run from here on; otherwise a
-// queued run is placed again. With nothing queued, w goes back to the
-// idle list. It notes whether the worker kept the realm of aff.
-func (p *Pool) release(w *proc, healthy bool, aff uint64, counted bool) {
+// release ends the run under way on w: run t's (which then ends its hold
+// on its tenant's share), or a drain or a grant given back (t nil). An
+// unhealthy worker is retired. healthy means the run's result frame came
+// back and the worker may go on: it then starts the job queued behind,
+// if any, which is w's run from here on; otherwise a queued run is placed
+// again. With nothing queued, w goes back to the idle list. It notes
+// whether the worker kept the realm of aff.
+func (p *Pool) release(w *proc, healthy bool, aff uint64, t *ticket) {
 	if !healthy && w.alive() {
 		w.kill(KindCrash) // retired: its engine state is suspect
 		<-w.exited
 	}
 	p.mu.Lock()
 	p.busy--
-	w.busySince = time.Time{}
-	if counted {
+	w.busySince, w.holder = time.Time{}, nil
+	if t != nil {
+		p.fair.unhold(t)
 		p.runs++
 		if w.ranWarm {
 			p.warm++
@@ -439,6 +490,7 @@ func (p *Pool) release(w *proc, healthy bool, aff uint64, counted bool) {
 func (p *Pool) handOver(w *proc, q *queued) {
 	p.busy++
 	t := q.t
+	w.holder = t
 	if t == nil {
 		w.busySince = time.Now()
 		p.bgWG.Add(1) // under the lock: Close waits only after closing
@@ -450,6 +502,7 @@ func (p *Pool) handOver(w *proc, q *queued) {
 	if t.waits {
 		p.unwait(t)
 	}
+	p.fair.hold(t) // from the tenant's run that ended, when it was queued behind one
 	if !q.sent {
 		q.ended = turnReady // markSent gives the turn
 		return
@@ -508,7 +561,7 @@ func (p *Pool) replenish() {
 		if !need {
 			return
 		}
-		if _, err := p.startWorker(false); err != nil {
+		if _, err := p.startWorker(nil); err != nil {
 			return
 		}
 	}

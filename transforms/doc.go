@@ -59,8 +59,7 @@
 // which starts it as soon as it has written the result of the run ahead
 // instead of idling through a round trip to the pool (in the load
 // benchmark at 64 connections, nearly every run found all workers busy).
-// Otherwise it waits, first come first served, for QueueTimeout at most
-// (KindBusy). A queued run still waiting after 10 ms rejoins the waiting
+// Otherwise it waits, for QueueTimeout at most (KindBusy). A queued run still waiting after 10 ms rejoins the waiting
 // runs and moves to the first worker or place that comes free, so that a
 // slow run does not hold up the one queued behind it. A worker that dies,
 // exceeds its memory, misses its deadline or breaks the protocol is killed
@@ -71,6 +70,16 @@
 // after it, a death fails the queued run. A queued run whose caller leaves
 // is cancelled before it starts (the worker skips it), and the run ahead
 // goes on undisturbed.
+//
+// Fairness (fairqueue.go, R-JS-8). The runs of one tenant
+// (RealmScope.Tenant) hold at most MaxWorkersPerTenant workers at once
+// (by default half the pool, rounded up), counting a place queued in a
+// busy worker's pipe: a tenant at its cap waits for one of its own runs
+// to end, never for another tenant's, and never takes another worker. The
+// runs that wait are kept in one queue per tenant, in order of arrival,
+// and the tenants are served round-robin as workers come free. A tenant
+// that keeps its share busy with endless loops thus slows only itself;
+// the other tenants' runs take the rest of the pool as usual.
 //
 // Time. Each run has a deadline: the pool's Timeout (at most 30 s),
 // counted from the moment the worker starts the job, whatever time it

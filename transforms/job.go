@@ -54,7 +54,9 @@ type Job struct {
 	// Realm lets the run reuse a warm realm: one that earlier runs with
 	// the same Realm and the same Code ran in, reset in between (see the
 	// package documentation). The zero value (no Tenant) gives the run a
-	// fresh realm of its own.
+	// fresh realm of its own. Realm.Tenant also names the tenant whose
+	// share of the pool the run takes (Options.MaxWorkersPerTenant); runs
+	// without one share the share of tenant "".
 	Realm RealmScope
 }
 

@@ -49,6 +49,14 @@ type Options struct {
 	// MaxWorkers bound the workers alive at once, and so the runs in
 	// parallel (0 means DefaultMaxWorkers).
 	MaxWorkers int
+	// MaxWorkersPerTenant bounds the workers the runs of one tenant
+	// (Job.Realm.Tenant) hold at once: running, starting, or queued in a
+	// busy worker's pipe. A tenant's further runs wait for one of its own
+	// to end, at most QueueTimeout, while the tenants with runs waiting
+	// are served round-robin (see fairqueue.go). 0 means half of
+	// MaxWorkers rounded up ([DefaultMaxWorkersPerTenant]); it must not
+	// exceed MaxWorkers.
+	MaxWorkersPerTenant int
 	// Timeout bounds each run, from the moment a worker starts it (0 means
 	// DefaultTimeout; more than MaxTimeout is cut to MaxTimeout). A run's
 	// context deadline, when earlier, wins.
@@ -93,6 +101,16 @@ type Options struct {
 	now func() time.Time
 }
 
+// DefaultMaxWorkersPerTenant is the per-tenant cap of a pool of
+// maxWorkers workers when Options.MaxWorkersPerTenant is 0: half the
+// pool, rounded up. One tenant can then never hold more than half the
+// workers, so with two or more workers the other tenants always keep at
+// least one that no single tenant can take, while a tenant alone on the
+// pool still runs in parallel.
+func DefaultMaxWorkersPerTenant(maxWorkers int) int {
+	return max((maxWorkers+1)/2, 1)
+}
+
 // withDefaults fills in defaults and checks the options.
 func (o Options) withDefaults() (Options, error) {
 	if len(o.Command) == 0 || o.Command[0] == "" {
@@ -124,6 +142,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.MinWorkers < 0 || o.MaxWorkers < 1 || o.MinWorkers > o.MaxWorkers {
 		return o, fmt.Errorf("transforms: need 0 <= MinWorkers (%d) <= MaxWorkers (%d) and MaxWorkers >= 1", o.MinWorkers, o.MaxWorkers)
+	}
+	if o.MaxWorkersPerTenant == 0 {
+		o.MaxWorkersPerTenant = DefaultMaxWorkersPerTenant(o.MaxWorkers)
+	}
+	if o.MaxWorkersPerTenant < 1 || o.MaxWorkersPerTenant > o.MaxWorkers {
+		return o, fmt.Errorf("transforms: need 1 <= MaxWorkersPerTenant (%d) <= MaxWorkers (%d)", o.MaxWorkersPerTenant, o.MaxWorkers)
 	}
 	if o.now == nil {
 		o.now = time.Now

@@ -104,10 +104,16 @@ func waitStats(t *testing.T, p *Pool, what string, cond func(Stats) bool) Stats 
 }
 
 // settled waits until no run is under way, queued or waiting (a drain
-// ends after the run that left it has returned).
+// ends after the run that left it has returned), and no tenant holds a
+// share of the pool.
 func settled(t *testing.T, p *Pool) Stats {
 	t.Helper()
-	return waitStats(t, p, "the pool to settle", func(s Stats) bool { return s.Busy == 0 && s.Queued == 0 && s.Waiting == 0 })
+	return waitStats(t, p, "the pool to settle", func(s Stats) bool {
+		p.mu.Lock()
+		shares := len(p.fair.tenants)
+		p.mu.Unlock()
+		return s.Busy == 0 && s.Queued == 0 && s.Waiting == 0 && shares == 0
+	})
 }
 
 // wantRaw checks that a run succeeded and returned raw.
@@ -336,7 +342,10 @@ func TestQueuedRunDeadlineCountsFromItsStart(t *testing.T) {
 // run does not wait for it: past the queue window it takes the first
 // worker that comes free, and the slow worker skips its job.
 func TestQueuedRunMovesToAWorkerThatComesFree(t *testing.T) {
-	p := newTestPool(t, func(o *Options) { o.MinWorkers, o.MaxWorkers, o.QueueTimeout = 2, 2, 30*time.Second })
+	// one tenant's runs on both workers: its share is the whole pool
+	p := newTestPool(t, func(o *Options) {
+		o.MinWorkers, o.MaxWorkers, o.MaxWorkersPerTenant, o.QueueTimeout = 2, 2, 2, 30*time.Second
+	})
 	p.window = time.Second
 	slowGate, shortGate := newGate(), newGate()
 	slow := runAsync(context.Background(), p, Job{Kind: JobReactor, Svc: slowGate,
@@ -422,8 +431,9 @@ func TestQueuedRunPrefersItsWarmRealm(t *testing.T) {
 // TestPipelineStress: many callers, two workers, trivial runs in three
 // scopes mixed with runs that kill their worker, runs interrupted at their
 // deadline and callers that give up early. Every trivial run that its
-// caller waits for returns its own result (R-JS-1), and the pool's
-// counters come back to rest.
+// caller waits for returns its own result (R-JS-1), no tenant ever holds
+// more than its share (one worker: the scopes are three tenants, "" among
+// them), and the pool's counters come back to rest, its shares too.
 func TestPipelineStress(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the stress test takes several seconds")
@@ -439,6 +449,7 @@ func TestPipelineStress(t *testing.T) {
 		defer mu.Unlock()
 		failures = append(failures, fmt.Sprintf(format, args...))
 	}
+	stopShares := watchShares(t, p)
 	for c := 0; c < callers; c++ {
 		wg.Add(1)
 		go func(c int) {
@@ -480,6 +491,7 @@ func TestPipelineStress(t *testing.T) {
 		}(c)
 	}
 	wg.Wait()
+	stopShares()
 	for _, f := range failures {
 		t.Error(f)
 	}
@@ -487,5 +499,6 @@ func TestPipelineStress(t *testing.T) {
 	if s.Alive < 1 || s.Alive > 2 || s.Runs > callers*each {
 		t.Errorf("after: %+v", s)
 	}
+	sharesAtRest(t, p)
 	t.Logf("stats: %+v", s)
 }

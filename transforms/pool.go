@@ -32,7 +32,7 @@ type Pool struct {
 	idle     []*proc // most recently used last
 	alive    map[*proc]bool
 	starting int       // workers being started
-	waiters  []*ticket // runs waiting for a worker or a better place, by arrival (dispatch.go)
+	fair     fairQueue // runs waiting for a worker or a better place, and what each tenant holds (fairqueue.go)
 	busy     int
 	queued   int // runs whose job frame is queued in a busy worker's pipe
 	started  uint64
@@ -106,7 +106,7 @@ func NewPool(o Options) (*Pool, error) {
 		p.mu.Lock()
 		p.starting++
 		p.mu.Unlock()
-		if _, err := p.startWorker(false); err != nil {
+		if _, err := p.startWorker(nil); err != nil {
 			p.Close()
 			return nil, err
 		}
@@ -143,9 +143,9 @@ func (p *Pool) spawn(cmd *exec.Cmd) error {
 }
 
 // startWorker starts one worker, for which the caller counted itself in
-// p.starting, and registers it as alive: busy with the caller's run, or
-// idle.
-func (p *Pool) startWorker(busy bool) (*proc, error) {
+// p.starting, and registers it as alive: busy with the run of t, or idle
+// when t is nil.
+func (p *Pool) startWorker(t *ticket) (*proc, error) {
 	// Add under the lock, and never once Close has begun waiting.
 	p.mu.Lock()
 	if p.closed {
@@ -174,8 +174,9 @@ func (p *Pool) startWorker(busy bool) (*proc, error) {
 		return nil, ErrBusy
 	}
 	p.alive[w] = true
-	if busy {
+	if t != nil {
 		p.busy++
+		w.holder = t
 	} else {
 		p.idle = append(p.idle, w)
 		p.dispatch()
@@ -265,7 +266,7 @@ func (p *Pool) Run(ctx context.Context, job Job) (*Result, error) {
 		return nil, newError(KindInvalidInput, "the configuration is %d bytes; the limit is %d", len(config), MaxPayload)
 	}
 	jf := &jobFrame{Kind: job.Kind, Code: job.Code, Args: args, Config: config, Svc: job.Svc != nil, Realm: job.Realm.key()}
-	return p.do(ctx, jf, job.Svc, job.Meta)
+	return p.do(ctx, job.Realm.Tenant, jf, job.Svc, job.Meta)
 }
 
 // affinity is the routing hash of a job's realm key (scope and code), or
@@ -298,22 +299,35 @@ func codeChars(code string) int {
 // code then costs a worker, bounded by the pool's Timeout and
 // MemoryLimit, rather than the calling process. It returns nil, an *Error
 // of KindInvalidCode or KindModule, or the error of a run that failed
-// (KindBusy, KindTimeout, KindMemory).
+// (KindBusy, KindTimeout, KindMemory). The check counts against the share
+// of the pool of jobs without a tenant; ValidateTenantCode counts it
+// against the tenant whose code it is.
 func (p *Pool) ValidateCode(ctx context.Context, code string) error {
+	return p.ValidateTenantCode(ctx, "", code)
+}
+
+// ValidateTenantCode is ValidateCode for tenant's code: the check takes a
+// worker from tenant's share of the pool (MaxWorkersPerTenant), so that a
+// tenant saving code that is slow to compile waits on itself alone.
+func (p *Pool) ValidateTenantCode(ctx context.Context, tenant, code string) error {
 	if n := codeChars(code); n > MaxCodeChars {
 		return newError(KindInvalidCode, "the code is %d characters long; the limit is %d", n, MaxCodeChars)
 	}
-	_, err := p.do(ctx, &jobFrame{Kind: jobValidate, Code: code}, nil, nil)
+	_, err := p.do(ctx, tenant, &jobFrame{Kind: jobValidate, Code: code}, nil, nil)
 	return err
 }
 
-// do runs jf: it takes a worker, or a place in a busy worker's pipe
-// (dispatch.go), runs the job there and releases the worker.
-func (p *Pool) do(ctx context.Context, jf *jobFrame, svc Svc, meta map[string]string) (*Result, error) {
+// do runs jf for tenant: it takes a worker, or a place in a busy worker's
+// pipe (dispatch.go), within tenant's share of the pool (fairqueue.go),
+// runs the job there and releases the worker.
+func (p *Pool) do(ctx context.Context, tenant string, jf *jobFrame, svc Svc, meta map[string]string) (*Result, error) {
 	if p.runTimeout(ctx) <= 0 || ctx.Err() != nil {
 		return nil, &Error{Kind: KindTimeout, Message: "the run's context ended before it started", cause: context.Cause(ctx)}
 	}
-	t := &ticket{aff: p.affinity(jf), since: time.Now(), grant: make(chan grant, 1)}
+	t := &ticket{tenant: tenant, aff: p.affinity(jf), since: time.Now(), grant: make(chan grant, 1)}
+	// Whatever way the run ends, its tenant's share is given back (release
+	// does it first for a run that reached a worker).
+	defer p.endHold(t)
 	g, err := p.acquire(ctx, t, t.since.Add(p.opts.QueueTimeout))
 	var left *queued // the run's job frame in a busy worker's pipe
 	var timeout time.Duration
@@ -329,7 +343,7 @@ func (p *Pool) do(ctx context.Context, jf *jobFrame, svc Svc, meta map[string]st
 		}
 		switch g.kind {
 		case grantStart:
-			w, err := p.startWorker(true)
+			w, err := p.startWorker(t)
 			if err != nil {
 				var e *Error
 				if errors.As(err, &e) {
@@ -357,11 +371,22 @@ func (p *Pool) do(ctx context.Context, jf *jobFrame, svc Svc, meta map[string]st
 			timeout = p.frameTimeout(ctx, jf)
 		}
 		res, rerr, healthy := p.runOn(ctx, g.w, id, jf, svc, meta, timeout, sent)
-		p.release(g.w, healthy, t.aff, true)
+		p.release(g.w, healthy, t.aff, t)
 		if rerr != nil {
 			return res, rerr
 		}
 		return res, nil
+	}
+}
+
+// endHold ends t's hold on its tenant's share, if it still has one (a
+// worker it was to start could not be), and gives what it frees to the
+// waiting runs.
+func (p *Pool) endHold(t *ticket) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.fair.unhold(t) {
+		p.dispatch()
 	}
 }
 
@@ -572,11 +597,11 @@ func (p *Pool) Stats() Stats {
 	defer p.mu.Unlock()
 	s := Stats{Alive: len(p.alive), Busy: p.busy, Queued: p.queued, Started: p.started, Runs: p.runs, WarmRuns: p.warm,
 		Requeued: p.requeued, Killed: make(map[string]uint64, len(p.killed)), Unconfined: p.unconfined}
-	for _, t := range p.waiters {
+	p.fair.each(func(t *ticket) {
 		if t.queue == nil { // a queued run that rejoined the waiting ones counts as queued
 			s.Waiting++
 		}
-	}
+	})
 	for k, v := range p.killed {
 		s.Killed[k] = v
 	}

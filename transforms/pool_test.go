@@ -279,7 +279,9 @@ func TestRunInputChecks(t *testing.T) {
 }
 
 func TestPoolConcurrencyAndQueue(t *testing.T) {
-	p := newTestPool(t, func(o *Options) { o.MinWorkers = 1; o.MaxWorkers = 2; o.QueueTimeout = 300 * time.Millisecond })
+	p := newTestPool(t, func(o *Options) {
+		o.MinWorkers, o.MaxWorkers, o.MaxWorkersPerTenant, o.QueueTimeout = 1, 2, 2, 300*time.Millisecond
+	})
 	slow := `module.exports = async () => { const end = Date.now() + 700; while (Date.now() < end) {} return { raw: 1 }; }`
 	var wg sync.WaitGroup
 	errs := make([]error, 3)
@@ -387,7 +389,7 @@ func TestIdleWorkersAreStopped(t *testing.T) {
 	const idle = time.Minute
 	clock := &fakeClock{now: time.Unix(1_000_000, 0)}
 	p := newTestPool(t, func(o *Options) {
-		o.MinWorkers, o.MaxWorkers = 1, 3
+		o.MinWorkers, o.MaxWorkers, o.MaxWorkersPerTenant = 1, 3, 3
 		o.IdleTimeout = idle
 		o.now = clock.Now
 	})

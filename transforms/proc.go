@@ -34,9 +34,12 @@ type proc struct {
 
 	// Dispatch (guarded by the pool's mutex): busySince is when the
 	// current run's job frame was sent (zero while idle, or before the
-	// frame is sent); next is the job frame queued behind it, if any.
+	// frame is sent); next is the job frame queued behind it, if any;
+	// holder is the ticket whose run the worker is given to (nil while
+	// idle or draining), whose tenant holds it (fairqueue.go).
 	busySince time.Time
 	next      *queued
+	holder    *ticket
 
 	// Realm affinity. slot is fixed at start; warm mirrors the worker's
 	// cache of warm realms, by affinity hash (guarded by the pool's

@@ -42,6 +42,7 @@ func parseGlobalVault(d *caddyfile.Dispenser, existing any) (any, error) {
 //	    transforms {
 //	        min_workers <n>
 //	        max_workers <n>
+//	        max_workers_per_tenant <n>
 //	        timeout <duration>
 //	        queue_timeout <duration>
 //	        memory_limit <size>

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"strings"
 	"sync"
@@ -12,6 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+
+	"github.com/tokenvault/tokenvault/transforms"
 	"github.com/tokenvault/tokenvault/vaultstore"
 )
 
@@ -343,4 +348,168 @@ func BenchmarkProxyTransform(b *testing.B) {
 			})
 		}
 	}
+}
+
+// TestTransformsSettings: the transforms block of the vault app, in the
+// Caddyfile, and the checks on the per-tenant share of the workers.
+func TestTransformsSettings(t *testing.T) {
+	tests := []struct {
+		name      string
+		caddyfile string
+		want      TransformsConfig
+		parseErr  string // a fragment of the Caddyfile error
+		checkErr  string // a fragment of Validate's error
+	}{
+		{
+			name:      "every option",
+			caddyfile: "transforms {\n min_workers 2\n max_workers 6\n max_workers_per_tenant 3\n timeout 10s\n queue_timeout 2s\n}",
+			want:      TransformsConfig{MinWorkers: 2, MaxWorkers: 6, MaxWorkersPerTenant: 3, Timeout: caddy.Duration(10 * time.Second), QueueTimeout: caddy.Duration(2 * time.Second)},
+		},
+		{
+			name:      "the share defaults to half the pool",
+			caddyfile: "transforms {\n max_workers 8\n}",
+			want:      TransformsConfig{MaxWorkers: 8},
+		},
+		{
+			name:      "a share of the whole pool",
+			caddyfile: "transforms {\n max_workers 3\n max_workers_per_tenant 3\n}",
+			want:      TransformsConfig{MaxWorkers: 3, MaxWorkersPerTenant: 3},
+		},
+		{
+			name:      "a share larger than the pool",
+			caddyfile: "transforms {\n max_workers 4\n max_workers_per_tenant 5\n}",
+			want:      TransformsConfig{MaxWorkers: 4, MaxWorkersPerTenant: 5},
+			checkErr:  "max_workers_per_tenant (5) must be from 1 to max_workers (4)",
+		},
+		{
+			name:      "a share larger than the default pool",
+			caddyfile: "transforms {\n max_workers_per_tenant 5\n}",
+			want:      TransformsConfig{MaxWorkersPerTenant: 5},
+			checkErr:  "max_workers (4)",
+		},
+		{
+			name:      "a share of no worker",
+			caddyfile: "transforms {\n max_workers_per_tenant 0\n}",
+			parseErr:  "max_workers_per_tenant: must be at least 1",
+		},
+		{
+			name:      "a share that is not a number",
+			caddyfile: "transforms {\n max_workers_per_tenant half\n}",
+			parseErr:  "max_workers_per_tenant",
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := caddyfile.NewTestDispenser(tc.caddyfile)
+			d.Next()
+			a := &App{}
+			err := a.unmarshalTransforms(d)
+			if tc.parseErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.parseErr) {
+					t.Fatalf("parse: %v, want an error containing %q", err, tc.parseErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("parse: %v", err)
+			}
+			if got, _ := json.Marshal(a.Transforms); string(got) != string(must(json.Marshal(tc.want))) {
+				t.Errorf("parsed %s, want %s", got, must(json.Marshal(tc.want)))
+			}
+			err = a.Transforms.Validate()
+			if tc.checkErr == "" && err != nil || tc.checkErr != "" && (err == nil || !strings.Contains(err.Error(), tc.checkErr)) {
+				t.Errorf("Validate: %v, want %q", err, tc.checkErr)
+			}
+		})
+	}
+	for _, cfg := range []TransformsConfig{{MaxWorkersPerTenant: -1}, {MaxWorkers: -1}} {
+		if err := cfg.Validate(); err == nil {
+			t.Errorf("Validate accepted %+v", cfg)
+		}
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// TestReactorTenantsShareWorkersFairly (R-JS-8, through the API): a
+// tenant invokes reactors that loop forever, more of them than the pool
+// has workers. It holds its share of the workers (one of the test pool's
+// two); another tenant's reactors keep answering 200 while the loops go
+// on, and the looping tenant's invocations beyond its share wait on it
+// alone and get 503 after the queue timeout.
+func TestReactorTenantsShareWorkersFairly(t *testing.T) {
+	hostile, _ := newProxyEnv(t, nil)
+	good := setupTokenEnv(t, hostile.h, hostile.store, false) // a second tenant on the same API and pool
+	pool := hostile.h.app.workers
+	if s := pool.Stats(); s.Busy != 0 || s.Waiting != 0 {
+		t.Fatalf("the shared pool is in use: %+v", s)
+	}
+	const loops, share = 3, 1 // the test pool: 2 workers, a share of 1
+
+	reactor := func(e *tvEnv, code string) (id, key string) {
+		r := e.do(tvRoleMgmt, http.MethodPost, "/applications", map[string]any{"name": "invoker", "type": "private",
+			"permissions": []string{"reactor:invoke"}})
+		tvWantStatus(t, r, http.StatusCreated, "invoker")
+		key = tvStr(r.body, "key")
+		r = e.do(tvRoleMgmt, http.MethodPost, "/reactors", map[string]any{"name": "r", "code": code})
+		tvWantStatus(t, r, http.StatusCreated, "create reactor")
+		return tvStr(r.body, "id"), key
+	}
+	hostileID, hostileKey := reactor(hostile, `module.exports = () => { for (;;) {} }`)
+	goodID, goodKey := reactor(good, `module.exports = (req) => ({ raw: req.args.n + 1 })`)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	statuses := make(chan int, loops)
+	for i := 0; i < loops; i++ {
+		go func() {
+			req := httptest.NewRequest(http.MethodPost, "/reactors/"+hostileID+"/react", strings.NewReader(`{"args":{}}`)).WithContext(ctx)
+			req.Header.Set("SVC-API-KEY", hostileKey)
+			req.Header.Set("Content-Type", "application/json")
+			w := httptest.NewRecorder()
+			_ = hostile.h.ServeHTTP(w, req, nil)
+			statuses <- w.Code
+		}()
+	}
+	waitFor := func(what string, cond func(transforms.Stats) bool) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			s := pool.Stats()
+			if cond(s) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("waiting for %s: %+v", what, s)
+			}
+		}
+	}
+	waitFor("the loops to fill their share", func(s transforms.Stats) bool { return s.Busy == share && s.Waiting+s.Queued == loops-share })
+
+	for i := 0; i < 20; i++ {
+		r := good.do("", http.MethodPost, "/reactors/"+goodID+"/react", map[string]any{"args": map[string]any{"n": i}}, "SVC-API-KEY", goodKey)
+		tvWantStatus(t, r, http.StatusOK, fmt.Sprintf("the other tenant's reactor, call %d", i))
+		if got := fmt.Sprint(tvField(r.body, "raw")); got != fmt.Sprint(i+1) {
+			t.Errorf("call %d returned %s", i, r.raw)
+		}
+	}
+	// The loop that got a worker is still running; the invocations beyond
+	// the share give up with 503, never having had a worker.
+	for i := 0; i < loops-share; i++ {
+		if code := <-statuses; code != http.StatusServiceUnavailable {
+			t.Errorf("a looping invocation beyond the share: %d, want 503", code)
+		}
+	}
+	if s := pool.Stats(); s.Busy != share {
+		t.Errorf("after the waiting invocations gave up: %+v, want the loop still running", s)
+	}
+	cancel()
+	if code := <-statuses; code == http.StatusOK || code == http.StatusServiceUnavailable {
+		t.Errorf("the cancelled loop: %d", code)
+	}
+	waitFor("the worker to come back", func(s transforms.Stats) bool { return s.Busy == 0 })
 }

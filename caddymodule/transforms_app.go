@@ -26,6 +26,12 @@ type TransformsConfig struct {
 	MinWorkers   int            `json:"min_workers,omitempty"`
 	MaxWorkers   int            `json:"max_workers,omitempty"`
 	QueueTimeout caddy.Duration `json:"queue_timeout,omitempty"`
+	// MaxWorkersPerTenant bounds the workers one tenant's runs hold at
+	// once (default: half of MaxWorkers, rounded up; from 1 to
+	// MaxWorkers). A tenant's further runs wait for its own, and waiting
+	// tenants are served in turn, so a tenant that keeps its share busy
+	// (endless loops, say) slows only itself.
+	MaxWorkersPerTenant int `json:"max_workers_per_tenant,omitempty"`
 	// Timeout bounds one run (default and most 30 s).
 	Timeout caddy.Duration `json:"timeout,omitempty"`
 	// MemoryLimit caps each worker's memory in bytes (default 256 MiB).
@@ -55,11 +61,32 @@ var workerProgram = func() (command, env []string, err error) {
 	return []string{exe, "vault", "transform-worker"}, nil, nil
 }
 
+// Validate checks the transforms settings that depend on each other.
+func (c *TransformsConfig) Validate() error {
+	if c == nil {
+		return nil
+	}
+	if c.MinWorkers < 0 || c.MaxWorkers < 0 {
+		return fmt.Errorf("transforms: min_workers (%d) and max_workers (%d) cannot be negative", c.MinWorkers, c.MaxWorkers)
+	}
+	maxWorkers := c.MaxWorkers
+	if maxWorkers == 0 {
+		maxWorkers = transforms.DefaultMaxWorkers
+	}
+	if c.MaxWorkersPerTenant < 0 || c.MaxWorkersPerTenant > maxWorkers {
+		return fmt.Errorf("transforms: max_workers_per_tenant (%d) must be from 1 to max_workers (%d)", c.MaxWorkersPerTenant, maxWorkers)
+	}
+	return nil
+}
+
 // provisionTransforms loads (or shares) the worker pool.
 func (a *App) provisionTransforms() error {
 	cfg := a.Transforms
 	if cfg == nil {
 		cfg = &TransformsConfig{}
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
 	}
 	raw, _ := json.Marshal(cfg)
 	key := "transforms:" + string(raw)
@@ -70,15 +97,16 @@ func (a *App) provisionTransforms() error {
 			return nil, fmt.Errorf("finding the worker program: %w", err)
 		}
 		p, err := transforms.NewPool(transforms.Options{
-			Command:      command,
-			Env:          env,
-			MinWorkers:   cfg.MinWorkers,
-			MaxWorkers:   cfg.MaxWorkers,
-			Timeout:      time.Duration(cfg.Timeout),
-			QueueTimeout: time.Duration(cfg.QueueTimeout),
-			MemoryLimit:  cfg.MemoryLimit,
-			ModulesDir:   cfg.ModulesDir,
-			AllowModules: cfg.AllowModules,
+			Command:             command,
+			Env:                 env,
+			MinWorkers:          cfg.MinWorkers,
+			MaxWorkers:          cfg.MaxWorkers,
+			MaxWorkersPerTenant: cfg.MaxWorkersPerTenant,
+			Timeout:             time.Duration(cfg.Timeout),
+			QueueTimeout:        time.Duration(cfg.QueueTimeout),
+			MemoryLimit:         cfg.MemoryLimit,
+			ModulesDir:          cfg.ModulesDir,
+			AllowModules:        cfg.AllowModules,
 			Logger: func(meta map[string]string, line string) {
 				if c := logger.Check(zap.DebugLevel, "console"); c != nil {
 					c.Write(zap.String("tenant_id", meta["tenant_id"]), zap.String("entity", meta["entity"]),
@@ -89,6 +117,14 @@ func (a *App) provisionTransforms() error {
 		if err != nil {
 			return nil, err
 		}
+		maxWorkers, perTenant := cfg.MaxWorkers, cfg.MaxWorkersPerTenant
+		if maxWorkers == 0 {
+			maxWorkers = transforms.DefaultMaxWorkers
+		}
+		if perTenant == 0 {
+			perTenant = transforms.DefaultMaxWorkersPerTenant(maxWorkers)
+		}
+		logger.Info("transform workers started", zap.Int("max_workers", maxWorkers), zap.Int("max_workers_per_tenant", perTenant))
 		if reason := p.Stats().Unconfined; reason != "" {
 			logger.Warn("transform workers run without their system call filter: tenant code that escaped the JavaScript engine could open files and connections",
 				zap.String("reason", reason))
@@ -157,6 +193,7 @@ func transformProblem(what string, err error) error {
 //	transforms {
 //	    min_workers   <n>
 //	    max_workers   <n>
+//	    max_workers_per_tenant <n>
 //	    timeout       <duration>
 //	    queue_timeout <duration>
 //	    memory_limit  <size, e.g. 256MiB>
@@ -186,6 +223,10 @@ func (a *App) unmarshalTransforms(d *caddyfile.Dispenser) error {
 			_, err = fmt.Sscan(value, &cfg.MinWorkers)
 		case "max_workers":
 			_, err = fmt.Sscan(value, &cfg.MaxWorkers)
+		case "max_workers_per_tenant":
+			if _, err = fmt.Sscan(value, &cfg.MaxWorkersPerTenant); err == nil && cfg.MaxWorkersPerTenant < 1 {
+				err = errors.New("must be at least 1")
+			}
 		case "timeout", "queue_timeout":
 			var dur time.Duration
 			if dur, err = caddy.ParseDuration(value); err == nil {

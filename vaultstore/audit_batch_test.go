@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
 )
 
 // countingKV counts write transactions and can fail them; after, when

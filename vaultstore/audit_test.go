@@ -5,13 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/tokenvault/tokenvault/vaultstore/kv/badgerkv"
 	"slices"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/dgraph-io/badger/v4"
 )
 
 // auText is the data of the text token; like the card number and CVC it
@@ -504,23 +501,19 @@ func TestListAuditTenantIsolation(t *testing.T) {
 	}
 }
 
-// auExpiries returns the Badger expiry (Unix seconds, 0 for none) of each
-// audit entry of a tenant, newest first.
+// auExpiries returns the engine's expiry (Unix seconds, 0 for none) of
+// each audit entry of a tenant, in key order.
 func auExpiries(tb testing.TB, s *Store, tenantID string) []uint64 {
 	tb.Helper()
-	bk, ok := engineAs[*badgerkv.Store](s.kv)
-	if !ok {
-		tb.Fatalf("the store's KV is a %T, not Badger", s.kv)
+	snap, err := snapshotterOf(s.kv)
+	if err != nil {
+		tb.Fatal(err)
 	}
 	var out []uint64
 	prefix := auditPrefix(tenantID)
-	err := bk.DB().View(func(txn *badger.Txn) error {
-		opts := badger.DefaultIteratorOptions
-		opts.Prefix = prefix
-		it := txn.NewIterator(opts)
-		defer it.Close()
-		for it.Seek(prefix); it.ValidForPrefix(prefix); it.Next() {
-			out = append(out, it.Item().ExpiresAt())
+	err = snap.Snapshot(context.Background(), func(key, _ []byte, expiresAt time.Time) error {
+		if bytes.HasPrefix(key, prefix) {
+			out = append(out, unixSeconds(expiresAt))
 		}
 		return nil
 	})

@@ -74,7 +74,7 @@ import (
 	"go.uber.org/zap"
 
 	kvpkg "github.com/tokenvault/tokenvault/vaultstore/kv"
-	"github.com/tokenvault/tokenvault/vaultstore/kv/badgerkv"
+	"github.com/tokenvault/tokenvault/vaultstore/kv/postgres"
 )
 
 const (
@@ -153,7 +153,7 @@ func (s *Store) Backup(ctx context.Context, w io.Writer, progress func(bytes, re
 	}
 	fw := &frameWriter{w: w, aead: aead, salt: h.salt, bytes: int64(len(raw)), progress: progress}
 	err = snap.Snapshot(ctx, func(key, value []byte, expiresAt time.Time) error {
-		if bytes.Equal(key, healthKey) {
+		if !backedUp(key) {
 			return nil
 		}
 		if err := s.checkWrappedEntry(key, value); err != nil {
@@ -376,6 +376,9 @@ type RestoreOptions struct {
 	// Dir is the storage directory to restore into. It must be empty or
 	// missing; a missing one is created with mode 0700.
 	Dir string
+	// Postgres, when set, restores into this database (which must hold no
+	// vault entries) instead of Dir.
+	Postgres *postgres.Options
 	// MasterKey is the master key the backup was taken with.
 	MasterKey []byte
 	// Logger receives Badger's log lines; nil discards them.
@@ -398,15 +401,17 @@ type RestoreStats struct {
 	CreatedAt time.Time
 }
 
-// Restore writes the backup read from r into a new store in o.Dir, which
-// the same master key then opens. It runs offline: it opens Badger itself.
-// It refuses a directory that is not empty and, before writing anything,
-// a backup taken with another master key (ErrBackupKeyMismatch). Every
-// frame is verified before its entries are written; on any error the
-// directory is left as it was found (removed if Restore created it). The
-// meta file that makes the directory a store is written last.
+// Restore writes the backup read from r into a new store, which the same
+// master key then opens: in o.Dir, or in the database of o.Postgres. It
+// runs offline: it opens the engine itself. It refuses a directory that is
+// not empty or a database that holds any entry and, before writing
+// anything, a backup taken with another master key (ErrBackupKeyMismatch).
+// Every frame is verified before its entries are written; on any error the
+// target is left as it was found (a directory removed if Restore created
+// it, a database emptied). The meta that makes the target a store is
+// written last.
 func Restore(r io.Reader, o RestoreOptions) (*RestoreStats, error) {
-	if o.Dir == "" {
+	if o.Dir == "" && o.Postgres == nil {
 		return nil, errors.New("restore: the storage directory is required")
 	}
 	if len(o.MasterKey) != MasterKeySize {
@@ -415,14 +420,29 @@ func Restore(r io.Reader, o RestoreOptions) (*RestoreStats, error) {
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
-	dir, err := filepath.Abs(o.Dir)
-	if err != nil {
-		return nil, fmt.Errorf("restore: %w", err)
+	var target restoreTarget
+	var err error
+	if o.Postgres != nil {
+		target, err = openRestoreDatabase(*o.Postgres, o.Logger)
+	} else {
+		target, err = checkRestoreDir(o.Dir, o.Logger)
 	}
-	exists, err := checkRestoreTarget(dir)
 	if err != nil {
 		return nil, err
 	}
+	stats, err := restoreInto(r, o, target)
+	if err != nil {
+		if cleanErr := target.discard(); cleanErr != nil {
+			err = errors.Join(err, fmt.Errorf("removing the partial restore: %w", cleanErr))
+		}
+		return nil, err
+	}
+	return stats, nil
+}
+
+// restoreInto verifies the backup's header against the master key, loads
+// its entries into target and makes it a store.
+func restoreInto(r io.Reader, o RestoreOptions, target restoreTarget) (*RestoreStats, error) {
 	cr := &countingReader{r: bufio.NewReaderSize(r, 1<<20)}
 	h, err := readBackupHeader(cr)
 	if err != nil {
@@ -447,17 +467,8 @@ func Restore(r io.Reader, o RestoreOptions) (*RestoreStats, error) {
 	if err != nil {
 		return nil, err
 	}
-
-	if !exists {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return nil, fmt.Errorf("restore: creating %s: %w", dir, err)
-		}
-	}
-	engine, err := badgerkv.Open(badgerkv.Options{Dir: dir, Logger: o.Logger.Named("badger")})
+	loader, err := target.open()
 	if err != nil {
-		if !errors.Is(err, ErrLocked) { // another process's files are not ours to remove
-			removeRestored(dir, exists)
-		}
 		return nil, fmt.Errorf("restore: %w", err)
 	}
 	stats := &RestoreStats{CreatedAt: h.createdAt}
@@ -467,15 +478,10 @@ func Restore(r io.Reader, o RestoreOptions) (*RestoreStats, error) {
 		}
 	}
 	frames := &frameEntries{r: cr, aead: aead, salt: h.salt, master: master, stats: stats, progress: progress, now: time.Now(), head: make([]byte, backupFrameHeader)}
-	err = engine.Load(context.Background(), frames.next)
-	err = errors.Join(err, engine.Close())
-	if err == nil {
-		err = writeRestoredMeta(dir, o.MasterKey, int(h.storeFormat))
+	if err := loader.Load(context.Background(), frames.next); err != nil {
+		return nil, err
 	}
-	if err != nil {
-		if cleanErr := removeRestored(dir, exists); cleanErr != nil {
-			err = errors.Join(err, fmt.Errorf("removing the partial restore from %s: %w", dir, cleanErr))
-		}
+	if err := target.finish(o.MasterKey, int(h.storeFormat)); err != nil {
 		return nil, err
 	}
 	stats.Bytes = cr.n
@@ -533,6 +539,14 @@ type frameEntries struct {
 	// reported: progress was told of the current frame, once the loader
 	// had taken all its entries
 	reported bool
+}
+
+// backedUp reports whether a backup carries the entry under key: not the
+// health checks' entries, nor what belongs to the storage rather than to
+// the vault (its meta, CVC keys and job leases; a backup has its own
+// header, and CVCs are never backed up).
+func backedUp(key []byte) bool {
+	return !bytes.Equal(key, healthKey) && !bytes.HasPrefix(key, []byte(keyVersion+"health/")) && !bytes.HasPrefix(key, []byte("tokenvault/"))
 }
 
 // unixSeconds is t in Unix seconds, 0 for the zero time (no expiry).

@@ -19,8 +19,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/dgraph-io/badger/v4"
 )
 
 // bkEntry is one raw KV entry.
@@ -29,28 +27,18 @@ type bkEntry struct {
 	expiresAt uint64
 }
 
-// bkDump reads every entry of a store straight from Badger, without the
-// health check's key.
+// bkDump reads every entry of a store straight from its engine, without
+// what is not the vault's (health checks, meta, CVC keys, leases).
 func bkDump(tb testing.TB, s *Store) map[string]bkEntry {
 	tb.Helper()
-	bk, ok := engineAs[*badgerkv.Store](s.kv)
-	if !ok {
-		tb.Fatalf("the store's KV is a %T, not Badger", s.kv)
+	snap, err := snapshotterOf(s.kv)
+	if err != nil {
+		tb.Fatal(err)
 	}
 	out := map[string]bkEntry{}
-	err := bk.DB().View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.DefaultIteratorOptions)
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			item := it.Item()
-			if bytes.Equal(item.Key(), healthKey) {
-				continue
-			}
-			v, err := item.ValueCopy(nil)
-			if err != nil {
-				return err
-			}
-			out[string(item.KeyCopy(nil))] = bkEntry{string(v), item.ExpiresAt()}
+	err = snap.Snapshot(context.Background(), func(key, value []byte, expiresAt time.Time) error {
+		if backedUp(key) {
+			out[string(key)] = bkEntry{string(value), unixSeconds(expiresAt)}
 		}
 		return nil
 	})
@@ -71,8 +59,21 @@ func bkBackup(tb testing.TB, s *Store) []byte {
 }
 
 // bkRestore restores a backup into dir with key.
-func bkRestore(data []byte, dir string, key []byte) (*RestoreStats, error) {
-	return Restore(bytes.NewReader(data), RestoreOptions{Dir: dir, MasterKey: key})
+// With TV_ENGINE=postgres it restores into the database the tests map dir
+// to (see withTestEngine), which a store opened on dir then opens.
+func bkRestore(tb testing.TB, data []byte, dir string, key []byte) (*RestoreStats, error) {
+	tb.Helper()
+	return Restore(bytes.NewReader(data), withTestRestore(tb, RestoreOptions{Dir: dir, MasterKey: key}))
+}
+
+// withTestRestore points a restore at the test engine, as withTestEngine
+// does a store.
+func withTestRestore(tb testing.TB, o RestoreOptions) RestoreOptions {
+	tb.Helper()
+	if testEngine == "postgres" && o.Postgres == nil {
+		o.Postgres = withTestEngine(tb, Options{Dir: o.Dir}).Postgres
+	}
+	return o
 }
 
 // bkWorld is a store with a bit of everything: two tenants, applications
@@ -155,7 +156,7 @@ func TestBackupRestoreRoundTrip(t *testing.T) {
 
 	dir := filepath.Join(t.TempDir(), "restored")
 	var progressBytes, progressRecords int64
-	stats, err := Restore(bytes.NewReader(data), RestoreOptions{Dir: dir, MasterKey: testMasterKey, Progress: func(b, r int64) { progressBytes, progressRecords = b, r }})
+	stats, err := Restore(bytes.NewReader(data), withTestRestore(t, RestoreOptions{Dir: dir, MasterKey: testMasterKey, Progress: func(b, r int64) { progressBytes, progressRecords = b, r }}))
 	if err != nil {
 		t.Fatalf("Restore: %v", err)
 	}
@@ -165,13 +166,15 @@ func TestBackupRestoreRoundTrip(t *testing.T) {
 	if progressBytes != stats.Bytes || progressRecords != stats.Records {
 		t.Errorf("restore progress ended at (%d bytes, %d records), want (%d, %d)", progressBytes, progressRecords, stats.Bytes, stats.Records)
 	}
-	if info, err := os.Stat(dir); err != nil || info.Mode().Perm() != 0o700 {
-		t.Errorf("restored directory: %v, %v; want mode 0700", info, err)
-	}
-	entries, _ := os.ReadDir(dir)
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), ".") {
-			t.Errorf("the restore left %s behind", e.Name())
+	if testEngine != "postgres" {
+		if info, err := os.Stat(dir); err != nil || info.Mode().Perm() != 0o700 {
+			t.Errorf("restored directory: %v, %v; want mode 0700", info, err)
+		}
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), ".") {
+				t.Errorf("the restore left %s behind", e.Name())
+			}
 		}
 	}
 
@@ -228,7 +231,7 @@ func TestRestoreWrongMasterKey(t *testing.T) {
 	other := bytes.Repeat([]byte{0x17}, MasterKeySize)
 
 	missing := filepath.Join(t.TempDir(), "new")
-	_, err := bkRestore(data, missing, other)
+	_, err := bkRestore(t, data, missing, other)
 	if !errors.Is(err, ErrBackupKeyMismatch) {
 		t.Fatalf("restore with another key: %v, want ErrBackupKeyMismatch", err)
 	}
@@ -239,13 +242,13 @@ func TestRestoreWrongMasterKey(t *testing.T) {
 		t.Errorf("a refused restore created the directory: %v", err)
 	}
 	empty := t.TempDir()
-	if _, err := bkRestore(data, empty, other); !errors.Is(err, ErrBackupKeyMismatch) {
+	if _, err := bkRestore(t, data, empty, other); !errors.Is(err, ErrBackupKeyMismatch) {
 		t.Fatalf("restore with another key: %v", err)
 	}
 	if entries, _ := os.ReadDir(empty); len(entries) != 0 {
 		t.Errorf("a refused restore wrote %d entries", len(entries))
 	}
-	if _, err := bkRestore(data, empty, testMasterKey[:16]); err == nil {
+	if _, err := bkRestore(t, data, empty, testMasterKey[:16]); err == nil {
 		t.Error("a short key was accepted")
 	}
 }
@@ -293,7 +296,7 @@ func TestRestoreRefusesDamagedBackups(t *testing.T) {
 	if len(frames) < 3 {
 		t.Fatalf("the backup has %d frames; the test needs at least 3", len(frames))
 	}
-	if _, err := bkRestore(data, filepath.Join(t.TempDir(), "ok"), testMasterKey); err != nil {
+	if _, err := bkRestore(t, data, filepath.Join(t.TempDir(), "ok"), testMasterKey); err != nil {
 		t.Fatalf("the undamaged backup: %v", err)
 	}
 	flip := func(b []byte, at int) []byte {
@@ -326,14 +329,14 @@ func TestRestoreRefusesDamagedBackups(t *testing.T) {
 	for name, damaged := range cases {
 		t.Run(name, func(t *testing.T) {
 			missing := filepath.Join(t.TempDir(), "new")
-			if _, err := bkRestore(damaged, missing, testMasterKey); err == nil {
+			if _, err := bkRestore(t, damaged, missing, testMasterKey); err == nil {
 				t.Fatal("restored")
 			}
 			if _, err := os.Stat(missing); !errors.Is(err, os.ErrNotExist) {
 				t.Errorf("the failed restore left the directory: %v", err)
 			}
 			empty := t.TempDir()
-			if _, err := bkRestore(damaged, empty, testMasterKey); err == nil {
+			if _, err := bkRestore(t, damaged, empty, testMasterKey); err == nil {
 				t.Fatal("restored")
 			}
 			if entries, _ := os.ReadDir(empty); len(entries) != 0 {
@@ -344,6 +347,7 @@ func TestRestoreRefusesDamagedBackups(t *testing.T) {
 }
 
 func TestRestoreRefusesNonEmptyDirectory(t *testing.T) {
+	badgerOnly(t)
 	s, _ := newTestStore(t)
 	data := bkBackup(t, s)
 	dir := t.TempDir()
@@ -351,29 +355,32 @@ func TestRestoreRefusesNonEmptyDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := hashDir(t, dir)
-	if _, err := bkRestore(data, dir, testMasterKey); !errors.Is(err, ErrRestoreTargetNotEmpty) {
+	if _, err := bkRestore(t, data, dir, testMasterKey); !errors.Is(err, ErrRestoreTargetNotEmpty) {
 		t.Fatalf("restore into a non-empty directory: %v", err)
 	}
 	assertSameFiles(t, before, hashDir(t, dir))
 
 	// a running store: not empty (and locked)
-	if _, err := bkRestore(data, s.Dir(), testMasterKey); !errors.Is(err, ErrRestoreTargetNotEmpty) || !strings.Contains(err.Error(), "holds a vault store") {
+	if _, err := bkRestore(t, data, s.Dir(), testMasterKey); !errors.Is(err, ErrRestoreTargetNotEmpty) || !strings.Contains(err.Error(), "holds a vault store") {
 		t.Fatalf("restore into a store's directory: %v", err)
 	}
 	file := filepath.Join(dir, "notes.txt")
-	if _, err := bkRestore(data, file, testMasterKey); err == nil {
+	if _, err := bkRestore(t, data, file, testMasterKey); err == nil {
 		t.Fatal("restored into a file")
 	}
 }
 
 func TestBackupKeepsExpiry(t *testing.T) {
 	s, _ := newTestStore(t)
-	bk, _ := engineAs[*badgerkv.Store](s.kv)
 	soon := uint64(time.Now().Unix()) + 2
 	later := uint64(time.Now().Add(time.Hour).Unix())
-	err := bk.DB().Update(func(txn *badger.Txn) error {
+	err := s.kv.Update(t.Context(), func(w Writer) error {
 		for k, exp := range map[string]uint64{"v1/bktest/soon": soon, "v1/bktest/later": later, "v1/bktest/never": 0} {
-			if err := txn.SetEntry(&badger.Entry{Key: []byte(k), Value: []byte("v"), ExpiresAt: exp}); err != nil {
+			var ttl time.Duration
+			if exp != 0 {
+				ttl = time.Until(time.Unix(int64(exp), 0))
+			}
+			if err := w.Put([]byte(k), []byte("v"), ttl); err != nil {
 				return err
 			}
 		}
@@ -387,7 +394,7 @@ func TestBackupKeepsExpiry(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	dir := filepath.Join(t.TempDir(), "restored")
-	stats, err := bkRestore(data, dir, testMasterKey)
+	stats, err := bkRestore(t, data, dir, testMasterKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -513,7 +520,7 @@ func TestBackupUnderConcurrentWrites(t *testing.T) {
 	}
 
 	dir := filepath.Join(t.TempDir(), "restored")
-	if _, err := bkRestore(buf.Bytes(), dir, testMasterKey); err != nil {
+	if _, err := bkRestore(t, buf.Bytes(), dir, testMasterKey); err != nil {
 		t.Fatal(err)
 	}
 	r := openTestStore(t, Options{Dir: dir, Now: clock.Now})
@@ -555,7 +562,7 @@ func TestBackupThroughWrappedKV(t *testing.T) {
 	s2 := openTestStore(t, Options{Dir: t.TempDir(), WrapKV: func(kv KV) KV { return bkUnwrapping{bkUnwrapping{kv}} }})
 	mustCreateTenant(t, s2, "Wrapped", TenantTest)
 	data := bkBackup(t, s2)
-	if _, err := bkRestore(data, filepath.Join(t.TempDir(), "r"), testMasterKey); err != nil {
+	if _, err := bkRestore(t, data, filepath.Join(t.TempDir(), "r"), testMasterKey); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -569,7 +576,7 @@ func TestBackupStopsWithContext(t *testing.T) {
 	if err := s.Backup(ctx, &buf, nil); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Backup with a cancelled context: %v", err)
 	}
-	if _, err := bkRestore(buf.Bytes(), filepath.Join(t.TempDir(), "r"), testMasterKey); err == nil {
+	if _, err := bkRestore(t, buf.Bytes(), filepath.Join(t.TempDir(), "r"), testMasterKey); err == nil {
 		t.Error("the stream of a cancelled backup restored")
 	}
 }
@@ -718,18 +725,18 @@ func TestBackupRefusesKeysOfAnotherMasterKey(t *testing.T) {
 		string(dataKeyKey(ct.Tenant.ID, 2)): string(wrapped),
 	})
 	dir := filepath.Join(t.TempDir(), "r")
-	if _, err := bkRestore(data, dir, testMasterKey); err == nil || !strings.Contains(err.Error(), "does not open") {
+	if _, err := bkRestore(t, data, dir, testMasterKey); err == nil || !strings.Contains(err.Error(), "does not open") {
 		t.Fatalf("restore of a data key of another master key: %v", err)
 	}
 	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the refused restore left %s: %v", dir, err)
 	}
 	for name, key := range map[string]string{"internal": "!badger!head", "empty": ""} {
-		if _, err := bkRestore(bkCraft(t, testMasterKey, FormatVersion, map[string]string{key: "x"}), filepath.Join(t.TempDir(), "r"), testMasterKey); err == nil {
+		if _, err := bkRestore(t, bkCraft(t, testMasterKey, FormatVersion, map[string]string{key: "x"}), filepath.Join(t.TempDir(), "r"), testMasterKey); err == nil {
 			t.Errorf("a backup with an %s key restored", name)
 		}
 	}
-	if _, err := bkRestore(bkCraft(t, testMasterKey, FormatVersion, map[string]string{"v1/ok": "x"}), filepath.Join(t.TempDir(), "r"), testMasterKey); err != nil {
+	if _, err := bkRestore(t, bkCraft(t, testMasterKey, FormatVersion, map[string]string{"v1/ok": "x"}), filepath.Join(t.TempDir(), "r"), testMasterKey); err != nil {
 		t.Errorf("a crafted backup does not restore: %v", err)
 	}
 }
@@ -749,11 +756,11 @@ func TestBackupDuringMasterKeyRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	data := bkBackup(t, w.s)
-	if _, err := bkRestore(data, filepath.Join(t.TempDir(), "old"), testMasterKey); !errors.Is(err, ErrBackupKeyMismatch) {
+	if _, err := bkRestore(t, data, filepath.Join(t.TempDir(), "old"), testMasterKey); !errors.Is(err, ErrBackupKeyMismatch) {
 		t.Errorf("restore with the master key before the rotation: %v", err)
 	}
 	dir := filepath.Join(t.TempDir(), "new")
-	if _, err := bkRestore(data, dir, newKey); err != nil {
+	if _, err := bkRestore(t, data, dir, newKey); err != nil {
 		t.Fatal(err)
 	}
 	r := openTestStore(t, Options{Dir: dir, MasterKey: newKey, Now: w.clock.Now})
@@ -769,6 +776,7 @@ func TestBackupDuringMasterKeyRotation(t *testing.T) {
 // TestRestoreOlderFormat: a backup of a format 1 store restores into a
 // store that is migrated when it first opens.
 func TestRestoreOlderFormat(t *testing.T) {
+	badgerOnly(t)
 	src, facts := fixtureStore(t, "format1")
 	key, _ := base64.StdEncoding.DecodeString(facts["master_key"].(string))
 	kv, err := badgerkv.Open(badgerkv.Options{Dir: src})
@@ -786,7 +794,7 @@ func TestRestoreOlderFormat(t *testing.T) {
 	}
 	data := bkCraft(t, key, 1, entries)
 	dir := filepath.Join(t.TempDir(), "restored")
-	if _, err := bkRestore(data, dir, key); err != nil {
+	if _, err := bkRestore(t, data, dir, key); err != nil {
 		t.Fatal(err)
 	}
 	if m, err := readMeta(dir); err != nil || m.Format != 1 {
@@ -806,7 +814,7 @@ func TestRestoreOlderFormat(t *testing.T) {
 			t.Errorf("token %s: %v", id, err)
 		}
 	}
-	if _, err := bkRestore(bkCraft(t, key, FormatVersion+1, entries), filepath.Join(t.TempDir(), "newer"), key); err == nil || !strings.Contains(err.Error(), "newer") {
+	if _, err := bkRestore(t, bkCraft(t, key, FormatVersion+1, entries), filepath.Join(t.TempDir(), "newer"), key); err == nil || !strings.Contains(err.Error(), "newer") {
 		t.Errorf("a backup of a newer format: %v", err)
 	}
 }

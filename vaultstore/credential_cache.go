@@ -24,6 +24,9 @@ import (
 // request that starts after a key revoke, an application, proxy or tenant
 // change or a tenant delete has returned always sees it.
 type credentialCache struct {
+	// trusted, when set, reports whether entries may be used: with an
+	// engine shared by several processes, only while change notices flow.
+	trusted    func() bool
 	generation atomic.Uint64
 	principals *bounded.Map[cachedPrincipal] // by API key digest
 	proxies    *bounded.Map[cachedProxy]     // by proxy key digest
@@ -48,6 +51,9 @@ func newCredentialCache(max int) *credentialCache {
 // principal returns a copy of the principal cached for an API key digest,
 // if it is current.
 func (c *credentialCache) principal(digest string) (*Principal, bool) {
+	if c.trusted != nil && !c.trusted() {
+		return nil, false
+	}
 	e, ok := c.principals.Get(digest)
 	if !ok || e.generation != c.generation.Load() {
 		return nil, false
@@ -64,6 +70,9 @@ func (c *credentialCache) rememberPrincipal(digest string, generation uint64, p 
 // proxy returns the proxy and tenant cached for a proxy key digest, if
 // they are current. Both are shared and must not be modified.
 func (c *credentialCache) proxy(digest string) (*Proxy, *Tenant, bool) {
+	if c.trusted != nil && !c.trusted() {
+		return nil, nil, false
+	}
 	e, ok := c.proxies.Get(digest)
 	if !ok || e.generation != c.generation.Load() {
 		return nil, nil, false

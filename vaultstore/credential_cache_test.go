@@ -320,6 +320,7 @@ func TestTenantForWriteReturnsACopy(t *testing.T) {
 // size the options give; no index cache is allocated, since Badger reads
 // the indexes of the tables it does not encrypt from their files.
 func TestEngineCacheSizes(t *testing.T) {
+	badgerOnly(t)
 	for _, tc := range []struct {
 		name      string
 		block     int64

@@ -1,12 +1,11 @@
 package vaultstore
 
 import (
+	"context"
 	"crypto/cipher"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -38,49 +37,54 @@ const MaxCVCRetention = 24 * time.Hour
 // errCVCShredded reports a CVC whose key is gone.
 var errCVCShredded = errors.New("cvc key destroyed")
 
-// cvcKeyring holds the live CVC keys in memory and in the slot file.
+// cvcKeyring holds the live CVC keys in memory, backed by a cvcKeyStore:
+// the slot file beside Badger's files, or entries of a shared engine.
 type cvcKeyring struct {
 	mu      sync.Mutex
-	file    *os.File
+	store   cvcKeyStore
 	masters *masterKeys
 	keys    map[int64]cipher.AEAD
-	wrapped map[int64][]byte // each key as its slot holds it, for a master key rotation
 }
 
-func openCVCKeyring(dir string, masters *masterKeys) (*cvcKeyring, error) {
-	f, err := os.OpenFile(filepath.Join(dir, cvcFileName), os.O_RDWR|os.O_CREATE, 0o600)
+// cvcKeyStore keeps the wrapped CVC keys, one per epoch.
+type cvcKeyStore interface {
+	// all returns every stored key, by epoch.
+	all(ctx context.Context) (map[int64][]byte, error)
+	// get returns the key of epoch, or ErrNotFound.
+	get(ctx context.Context, epoch int64) ([]byte, error)
+	// create stores wrapped as epoch's key unless it has one already, and
+	// returns the key the epoch has now. It is durable when it returns.
+	create(ctx context.Context, epoch int64, wrapped []byte) ([]byte, error)
+	// replace rewrites epoch's key in place (a master key rotation).
+	replace(ctx context.Context, epoch int64, wrapped []byte) error
+	// erase destroys epoch's key.
+	erase(ctx context.Context, epoch int64) error
+	close() error
+}
+
+func openCVCKeyring(ctx context.Context, store cvcKeyStore, masters *masterKeys) (*cvcKeyring, error) {
+	c := &cvcKeyring{store: store, masters: masters, keys: make(map[int64]cipher.AEAD)}
+	stored, err := store.all(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("opening cvc key file: %w", err)
+		return nil, err
 	}
-	c := &cvcKeyring{file: f, masters: masters, keys: make(map[int64]cipher.AEAD), wrapped: make(map[int64][]byte)}
-	buf := make([]byte, cvcSlotSize)
-	for slot := int64(0); slot < cvcSlots; slot++ {
-		n, err := f.ReadAt(buf, slot*cvcSlotSize)
-		if n < cvcSlotSize {
-			break // a new or short file: the rest is empty
+	for epoch, wrapped := range stored {
+		if aead, err := c.unwrap(epoch, wrapped); err == nil {
+			c.keys[epoch] = aead
 		}
-		if err != nil {
-			f.Close()
-			return nil, fmt.Errorf("reading cvc key file: %w", err)
-		}
-		epoch := int64(binary.BigEndian.Uint64(buf[:8]))
-		size := int(buf[8])
-		if epoch == 0 || size == 0 || 9+size > cvcSlotSize {
-			continue
-		}
-		raw, _, err := masters.unwrap(buf[9:9+size], cvcKeyAAD(epoch))
-		if err != nil {
-			continue // not ours, or torn by a crash before sync: unusable either way
-		}
-		aead, err := newAEAD(raw)
-		clear(raw)
-		if err != nil {
-			continue
-		}
-		c.keys[epoch] = aead
-		c.wrapped[epoch] = append([]byte(nil), buf[9:9+size]...)
 	}
 	return c, nil
+}
+
+// unwrap opens a stored key; a key that does not open (not ours, or torn
+// by a crash before its sync) is unusable either way.
+func (c *cvcKeyring) unwrap(epoch int64, wrapped []byte) (cipher.AEAD, error) {
+	raw, _, err := c.masters.unwrap(wrapped, cvcKeyAAD(epoch))
+	if err != nil {
+		return nil, err
+	}
+	defer clear(raw)
+	return newAEAD(raw)
 }
 
 func cvcKeyAAD(epoch int64) []byte { return []byte("cvc|" + strconv.FormatInt(epoch, 10)) }
@@ -92,28 +96,23 @@ func epochFor(expires, now time.Time) int64 {
 	return max(expires.UnixNano()/int64(cvcEpoch), now.UnixNano()/int64(cvcEpoch)+1)
 }
 
+// epochEnded reports whether epoch's time is over at now.
+func epochEnded(epoch int64, now time.Time) bool { return epoch*int64(cvcEpoch) <= now.UnixNano() }
+
 // seal encrypts a CVC that must be gone by expires. The key is durable in
-// the slot file before anything sealed under it is returned.
-func (c *cvcKeyring) seal(cvc string, expires, now time.Time, aad []byte) ([]byte, error) {
+// the key store before anything sealed under it is returned; when another
+// node made the epoch's key first, that key is used.
+func (c *cvcKeyring) seal(ctx context.Context, cvc string, expires, now time.Time, aad []byte) ([]byte, error) {
 	epoch := epochFor(expires, now)
 	c.mu.Lock()
 	aead := c.keys[epoch]
 	if aead == nil {
-		raw := randomBytes(MasterKeySize)
-		wrapped, err := c.masters.wrap(1, raw, cvcKeyAAD(epoch))
-		if err == nil {
-			err = c.writeSlot(epoch, wrapped)
-		}
-		if err == nil {
-			aead, err = newAEAD(raw)
-		}
-		clear(raw)
-		if err != nil {
+		var err error
+		if aead, err = c.createKey(ctx, epoch); err != nil {
 			c.mu.Unlock()
 			return nil, fmt.Errorf("creating cvc key: %w", err)
 		}
 		c.keys[epoch] = aead
-		c.wrapped[epoch] = wrapped
 	}
 	c.mu.Unlock()
 	sealed, err := seal(aead, 1, []byte(cvc), aad)
@@ -124,8 +123,23 @@ func (c *cvcKeyring) seal(cvc string, expires, now time.Time, aad []byte) ([]byt
 	return append(out, sealed...), nil
 }
 
+// createKey makes a key for epoch, or takes the one stored already.
+func (c *cvcKeyring) createKey(ctx context.Context, epoch int64) (cipher.AEAD, error) {
+	raw := randomBytes(MasterKeySize)
+	defer clear(raw)
+	wrapped, err := c.masters.wrap(1, raw, cvcKeyAAD(epoch))
+	if err != nil {
+		return nil, err
+	}
+	stored, err := c.store.create(ctx, epoch, wrapped)
+	if err != nil {
+		return nil, err
+	}
+	return c.unwrap(epoch, stored)
+}
+
 // open decrypts a sealed CVC; errCVCShredded once its key is destroyed.
-func (c *cvcKeyring) open(blob, aad []byte) (string, error) {
+func (c *cvcKeyring) open(ctx context.Context, blob, aad []byte) (string, error) {
 	if len(blob) < cvcKeyHeader {
 		return "", ErrIntegrity
 	}
@@ -134,7 +148,20 @@ func (c *cvcKeyring) open(blob, aad []byte) (string, error) {
 	aead := c.keys[epoch]
 	c.mu.Unlock()
 	if aead == nil {
-		return "", errCVCShredded
+		// another node may have made it since this one started
+		wrapped, err := c.store.get(ctx, epoch)
+		if errors.Is(err, ErrNotFound) {
+			return "", errCVCShredded
+		}
+		if err != nil {
+			return "", fmt.Errorf("reading cvc key: %w", err)
+		}
+		if aead, err = c.unwrap(epoch, wrapped); err != nil {
+			return "", errCVCShredded
+		}
+		c.mu.Lock()
+		c.keys[epoch] = aead
+		c.mu.Unlock()
 	}
 	plain, err := open(aead, blob[cvcKeyHeader:], aad)
 	if err != nil {
@@ -143,32 +170,47 @@ func (c *cvcKeyring) open(blob, aad []byte) (string, error) {
 	return string(plain), nil
 }
 
-// shred destroys every key whose epoch has ended by now.
-func (c *cvcKeyring) shred(now time.Time) error {
+// shred destroys every key whose epoch has ended by now: those this node
+// holds and, in a shared store, those other nodes made.
+func (c *cvcKeyring) shred(ctx context.Context, now time.Time) error {
+	stored, err := c.store.all(ctx)
+	if err != nil {
+		return err
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var errs []error
+	ended := map[int64]bool{}
 	for epoch := range c.keys {
-		if epoch*int64(cvcEpoch) > now.UnixNano() {
+		ended[epoch] = epochEnded(epoch, now)
+	}
+	for epoch := range stored {
+		ended[epoch] = ended[epoch] || epochEnded(epoch, now)
+	}
+	var errs []error
+	for epoch, over := range ended {
+		if !over {
 			continue
 		}
-		if err := c.writeSlot(epoch, nil); err != nil {
+		if err := c.store.erase(ctx, epoch); err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		delete(c.keys, epoch)
-		delete(c.wrapped, epoch)
 	}
 	return errors.Join(errs...)
 }
 
-// rewrap wraps every live CVC key under the current master key, slot by
-// slot; each slot is rewritten in place and synced, so an interruption
-// leaves every slot under one master key or the other.
-func (c *cvcKeyring) rewrap() error {
+// rewrap wraps every live CVC key under the current master key, one at a
+// time; each is rewritten in place and made durable, so an interruption
+// leaves every key under one master key or the other.
+func (c *cvcKeyring) rewrap(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for epoch, wrapped := range c.wrapped {
+	stored, err := c.store.all(ctx)
+	if err != nil {
+		return err
+	}
+	for epoch, wrapped := range stored {
 		raw, current, err := c.masters.unwrap(wrapped, cvcKeyAAD(epoch))
 		if err != nil {
 			return fmt.Errorf("cvc key of epoch %d: %w", epoch, err)
@@ -182,29 +224,11 @@ func (c *cvcKeyring) rewrap() error {
 		if err != nil {
 			return err
 		}
-		if err := c.writeSlot(epoch, next); err != nil {
+		if err := c.store.replace(ctx, epoch, next); err != nil {
 			return err
 		}
-		c.wrapped[epoch] = next
 	}
 	return nil
 }
 
-// writeSlot writes (or, with nil, zeroes) an epoch's slot and syncs it.
-func (c *cvcKeyring) writeSlot(epoch int64, wrapped []byte) error {
-	buf := make([]byte, cvcSlotSize)
-	if wrapped != nil {
-		if 9+len(wrapped) > cvcSlotSize {
-			return errors.New("wrapped cvc key does not fit its slot")
-		}
-		binary.BigEndian.PutUint64(buf[:8], uint64(epoch))
-		buf[8] = byte(len(wrapped))
-		copy(buf[9:], wrapped)
-	}
-	if _, err := c.file.WriteAt(buf, (epoch%cvcSlots)*cvcSlotSize); err != nil {
-		return fmt.Errorf("writing cvc key slot: %w", err)
-	}
-	return c.file.Sync()
-}
-
-func (c *cvcKeyring) close() error { return c.file.Close() }
+func (c *cvcKeyring) close() error { return c.store.close() }

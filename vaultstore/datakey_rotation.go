@@ -165,11 +165,14 @@ func (s *Store) startReseal(tenantID string) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		err := s.reseal(s.ctx, tenantID, r)
+		ran, err := s.exclusively(s.ctx, "reseal/"+tenantID, func(ctx context.Context) error { return s.reseal(ctx, tenantID, r) })
+		if !ran && err == nil {
+			err = errors.New("another vault process is re-sealing this tenant")
+		}
 		s.reseals.mu.Lock()
 		r.Running, r.FinishedAt = false, s.stampNow()
 		if err != nil {
-			r.Error = "the re-seal stopped; it resumes when the store next opens"
+			r.Error = "the re-seal stopped here; it resumes within minutes, in this process or another one sharing the store"
 		}
 		s.reseals.mu.Unlock()
 		if err != nil && s.ctx.Err() == nil {

@@ -95,7 +95,7 @@ func (s *Store) migrate(ctx context.Context, meta *storeMeta) error {
 		}
 	}
 	meta.Format = FormatVersion
-	if err := writeMeta(s.dir, meta); err != nil {
+	if err := s.meta.save(ctx, meta); err != nil {
 		return err
 	}
 	s.logger.Info("store migrated", zap.Int("from_format", from), zap.Int("to_format", FormatVersion))

@@ -44,6 +44,7 @@ func fixtureStore(t *testing.T, name string) (string, map[string]any) {
 // is copied aside, migrated through every later format, and reads as
 // before.
 func TestMigrateFormat1(t *testing.T) {
+	badgerOnly(t)
 	dir, facts := fixtureStore(t, "format1")
 	key, _ := base64.StdEncoding.DecodeString(facts["master_key"].(string))
 	s := openTestStore(t, Options{Dir: dir, MasterKey: key})

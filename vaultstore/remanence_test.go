@@ -49,6 +49,7 @@ func sstContents(tb testing.TB, path string) []byte {
 // closed, no file in its directory holds an issued key, a tenant name or
 // an application name in clear.
 func TestNothingSecretInClearOnDisk(t *testing.T) {
+	badgerOnly(t)
 	ctx := context.Background()
 	dir := t.TempDir()
 	s := openTestStore(t, Options{Dir: dir, SyncWrites: true})

@@ -38,12 +38,12 @@ func (s *Store) RotateMasterKey(ctx context.Context, newKey []byte) error {
 	if bytes.Equal(old, next) {
 		return nil
 	}
-	meta, err := readMeta(s.dir)
+	meta, err := s.meta.load(ctx)
 	if err != nil {
 		return err
 	}
 	meta.KeyCheck, meta.RotatingTo = old, next
-	if err := writeMeta(s.dir, meta); err != nil {
+	if err := s.meta.save(ctx, meta); err != nil {
 		return fmt.Errorf("recording the rotation: %w", err)
 	}
 	return s.finishMasterRotation(ctx, meta)
@@ -59,11 +59,11 @@ func (s *Store) finishMasterRotation(ctx context.Context, meta *storeMeta) error
 	if err != nil {
 		return err
 	}
-	if err := s.cvc.rewrap(); err != nil {
+	if err := s.cvc.rewrap(ctx); err != nil {
 		return fmt.Errorf("rewrapping cvc keys: %w", err)
 	}
 	meta.KeyCheck, meta.RotatingTo = meta.RotatingTo, nil
-	if err := writeMeta(s.dir, meta); err != nil {
+	if err := s.meta.save(ctx, meta); err != nil {
 		return fmt.Errorf("recording the new master key: %w", err)
 	}
 	s.masters.keepOnlyCurrent()

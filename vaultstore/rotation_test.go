@@ -76,12 +76,12 @@ func TestRotateMasterKey(t *testing.T) {
 	w.ids = append(w.ids, w.create(t, len(w.ids)))
 	closeTestStore(t, w.s)
 
-	if _, err := Open(Options{Dir: dir, MasterKey: testMasterKey}); !errors.Is(err, ErrWrongMasterKey) {
+	if _, err := Open(withTestEngine(t, Options{Dir: dir, MasterKey: testMasterKey})); !errors.Is(err, ErrWrongMasterKey) {
 		t.Fatalf("the old key still opens the store: %v", err)
 	}
 	s := openTestStore(t, Options{Dir: dir, MasterKey: rotNewKey})
 	w.readAll(t, s)
-	if meta, err := readMeta(dir); err != nil || meta.RotatingTo != nil || !bytes.Equal(meta.KeyCheck, keyCheck(rotNewKey)) {
+	if meta, err := readTestMeta(t, dir); err != nil || meta.RotatingTo != nil || !bytes.Equal(meta.KeyCheck, keyCheck(rotNewKey)) {
 		t.Errorf("meta after rotation: %+v, %v", meta, err)
 	}
 }
@@ -134,7 +134,7 @@ func TestRotateMasterKeyInterrupted(t *testing.T) {
 		{Dir: dir, MasterKey: testMasterKey},
 		{Dir: dir, MasterKey: rotNewKey},
 	} {
-		if _, err := Open(o); !errors.Is(err, ErrWrongMasterKey) || !strings.Contains(err.Error(), "previous_master_keys") {
+		if _, err := Open(withTestEngine(t, o)); !errors.Is(err, ErrWrongMasterKey) || !strings.Contains(err.Error(), "previous_master_keys") {
 			t.Errorf("opening the half-rotated store with one key: %v", err)
 		}
 	}

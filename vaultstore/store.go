@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tokenvault/tokenvault/vaultstore/kv/badgerkv"
+	"github.com/tokenvault/tokenvault/vaultstore/kv/postgres"
 )
 
 // Options configure Open.
@@ -39,6 +40,10 @@ type Options struct {
 	// BlockCacheBytes sizes the storage engine's cache of table blocks;
 	// zero means badgerkv.DefaultBlockCacheBytes.
 	BlockCacheBytes int64
+	// Postgres, when set, keeps the vault's state in PostgreSQL instead of
+	// Badger in Dir, so that several vault processes can share it. Dir is
+	// then not used.
+	Postgres *postgres.Options
 	// WrapKV, when set, wraps the storage engine; tests inject faults
 	// with it.
 	WrapKV func(KV) KV
@@ -58,6 +63,9 @@ type Store struct {
 	audits      *auditBatcher
 	cvc         *cvcKeyring
 	masters     *masterKeys
+	meta        metaRecord
+	node        string     // this process among those sharing the engine (leases)
+	shared      bool       // other processes may share the engine (see cluster.go)
 	rotating    sync.Mutex // one master key rotation at a time
 	reseals     resealers
 	folds       usageFolds
@@ -74,12 +82,13 @@ type Store struct {
 	closeErr  error
 }
 
-// Open checks the master key against the directory and opens the store.
-// It refuses, without changing any file, a short key, the wrong key for an
-// existing store, a store of a newer format, an unwritable directory, or a
-// directory locked by another process.
+// Open checks the master key against the storage and opens the store.
+// It refuses, without changing anything stored, a short key, the wrong key
+// for an existing store, a store of a newer format, an unwritable
+// directory, a directory locked by another process, or an unreachable
+// database.
 func Open(o Options) (*Store, error) {
-	if o.Dir == "" {
+	if o.Dir == "" && o.Postgres == nil {
 		return nil, errors.New("storage directory is required")
 	}
 	if len(o.MasterKey) != MasterKeySize {
@@ -91,6 +100,86 @@ func Open(o Options) (*Store, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	masters, err := newMasterKeys(o.MasterKey, o.PreviousMasterKeys...)
+	if err != nil {
+		return nil, err
+	}
+	var st *storage
+	if o.Postgres != nil {
+		st, err = openPostgres(o, masters)
+	} else {
+		st, err = openBadgerDir(o, masters)
+	}
+	if err != nil {
+		return nil, err
+	}
+	kv, meta := st.engine, st.meta
+	closeAll := func() { kv.Close(); st.cvc.close() }
+	if err := st.cvc.shred(context.Background(), o.Now()); err != nil { // keys whose time ran out while the vault was down
+		closeAll()
+		return nil, err
+	}
+	var engine KV = kv
+	if o.WrapKV != nil {
+		engine = o.WrapKV(kv)
+	}
+	credentials := newCredentialCache(o.RecordCacheEntries)
+	s := &Store{kv: credentialKV{engine, credentials}, keys: newKeyring(masters), records: newRecordCache(o.RecordCacheEntries), credentials: credentials, active: newActiveMarks(),
+		masters: masters, cvc: st.cvc, meta: st.recorder, node: newNodeID(), now: o.Now, logger: o.Logger, dir: st.dir, events: o.Events, stop: make(chan struct{})}
+	if err := s.watchSharedChanges(kv); err != nil {
+		closeAll()
+		return nil, err
+	}
+	s.audits = newAuditBatcher(s.kv, s.stop, auditLinger)
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	if meta.RotatingTo != nil {
+		if err := s.finishMasterRotation(s.ctx, meta); err != nil {
+			s.cancel()
+			closeAll()
+			return nil, fmt.Errorf("finishing the interrupted master key rotation: %w", err)
+		}
+	} else if err := masters.promote(meta.KeyCheck); err != nil {
+		s.cancel()
+		closeAll()
+		return nil, err
+	}
+	if meta.Format < FormatVersion {
+		if err := s.migrate(s.ctx, meta); err != nil {
+			s.cancel()
+			closeAll()
+			return nil, err
+		}
+	}
+	s.wg.Add(3)
+	go s.sweepLoop()
+	go func() {
+		defer s.wg.Done()
+		s.audits.run()
+	}()
+	go func() {
+		defer s.wg.Done()
+		if _, err := s.exclusively(s.ctx, "sweep", func(ctx context.Context) error {
+			return errors.Join(s.resumeTenantDeletions(ctx), s.resumeReseals(ctx))
+		}); err != nil && s.ctx.Err() == nil {
+			s.logger.Warn("resuming tenant deletions and data key rotations failed", zap.Error(err))
+		}
+	}()
+	return s, nil
+}
+
+// storage is an opened engine with the meta it was checked against and
+// the CVC keys beside it.
+type storage struct {
+	engine   KV
+	meta     *storeMeta
+	recorder metaRecord
+	cvc      *cvcKeyring
+	dir      string // the Badger directory; empty for a database
+}
+
+// openBadgerDir checks the master key against the meta file of o.Dir, then
+// opens Badger there, with the CVC key slot file beside it.
+func openBadgerDir(o Options, masters *masterKeys) (*storage, error) {
 	dir, err := filepath.Abs(o.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("storage directory: %w", err)
@@ -105,15 +194,11 @@ func Open(o Options) (*Store, error) {
 		o.Logger.Warn("the storage directory is open to other users; its values are sealed, but 0700 keeps even their sizes private",
 			zap.String("dir", dir), zap.Stringer("mode", info.Mode().Perm()))
 	}
-	masters, err := newMasterKeys(o.MasterKey, o.PreviousMasterKeys...)
-	if err != nil {
-		return nil, err
-	}
-	meta, err := checkOrCreateMeta(dir, masters, o.Now())
+	recorder := metaFile{dir}
+	meta, err := checkOrCreateMeta(context.Background(), recorder, masters, o.Now())
 	if err != nil {
 		return nil, fmt.Errorf("storage directory %s: %w", dir, err)
 	}
-	keys := newKeyring(masters)
 	if meta.Format < FormatVersion {
 		copyDir, err := backupBeforeMigration(dir, meta.Format, o.Now())
 		if err != nil {
@@ -122,66 +207,49 @@ func Open(o Options) (*Store, error) {
 		o.Logger.Warn("upgrading an older store; a copy of it was taken first",
 			zap.Int("format", meta.Format), zap.Int("to_format", FormatVersion), zap.String("copy", copyDir))
 	}
-	kv, err := badgerkv.Open(badgerkv.Options{Dir: dir, SyncWrites: o.SyncWrites, BlockCacheBytes: o.BlockCacheBytes, Logger: o.Logger.Named("badger")})
+	engine, err := badgerkv.Open(badgerkv.Options{Dir: dir, SyncWrites: o.SyncWrites, BlockCacheBytes: o.BlockCacheBytes, Logger: o.Logger.Named("badger")})
 	if err != nil {
 		return nil, err
 	}
-	cvc, err := openCVCKeyring(dir, masters)
+	slots, err := openCVCSlotFile(dir)
 	if err != nil {
-		kv.Close()
+		engine.Close()
 		return nil, err
 	}
-	if err := cvc.shred(o.Now()); err != nil { // keys whose time ran out while the vault was down
-		kv.Close()
-		cvc.close()
+	cvc, err := openCVCKeyring(context.Background(), slots, masters)
+	if err != nil {
+		engine.Close()
+		slots.close()
 		return nil, err
 	}
-	var engine KV = kv
-	if o.WrapKV != nil {
-		engine = o.WrapKV(kv)
+	return &storage{engine: engine, meta: meta, recorder: recorder, cvc: cvc, dir: dir}, nil
+}
+
+// openPostgres connects to the database, checks the master key against
+// the meta entry there (creating it in an empty database) and keeps the
+// CVC keys as entries beside the vault's.
+func openPostgres(o Options, masters *masterKeys) (*storage, error) {
+	po := *o.Postgres
+	if po.Logger == nil {
+		po.Logger = o.Logger.Named("postgres")
 	}
-	credentials := newCredentialCache(o.RecordCacheEntries)
-	s := &Store{kv: credentialKV{engine, credentials}, keys: keys, records: newRecordCache(o.RecordCacheEntries), credentials: credentials, active: newActiveMarks(),
-		masters: masters, cvc: cvc, now: o.Now, logger: o.Logger, dir: dir, events: o.Events, stop: make(chan struct{})}
-	s.audits = newAuditBatcher(s.kv, s.stop, auditLinger)
-	s.ctx, s.cancel = context.WithCancel(context.Background())
-	if meta.RotatingTo != nil {
-		if err := s.finishMasterRotation(s.ctx, meta); err != nil {
-			s.cancel()
-			kv.Close()
-			cvc.close()
-			return nil, fmt.Errorf("finishing the interrupted master key rotation: %w", err)
-		}
-	} else if err := masters.promote(meta.KeyCheck); err != nil {
-		s.cancel()
-		kv.Close()
-		cvc.close()
+	ctx := context.Background()
+	engine, err := postgres.Open(ctx, po)
+	if err != nil {
 		return nil, err
 	}
-	if meta.Format < FormatVersion {
-		if err := s.migrate(s.ctx, meta); err != nil {
-			s.cancel()
-			kv.Close()
-			cvc.close()
-			return nil, err
-		}
+	recorder := metaEntry{engine}
+	meta, err := checkOrCreateMeta(ctx, recorder, masters, o.Now())
+	if err != nil {
+		engine.Close()
+		return nil, fmt.Errorf("database: %w", err)
 	}
-	s.wg.Add(3)
-	go s.sweepLoop()
-	go func() {
-		defer s.wg.Done()
-		s.audits.run()
-	}()
-	go func() {
-		defer s.wg.Done()
-		if err := s.resumeTenantDeletions(context.Background()); err != nil {
-			s.logger.Warn("resuming tenant deletions failed", zap.Error(err))
-		}
-		if err := s.resumeReseals(s.ctx); err != nil {
-			s.logger.Warn("resuming data key rotations failed", zap.Error(err))
-		}
-	}()
-	return s, nil
+	cvc, err := openCVCKeyring(ctx, cvcKeyEntries{engine}, masters)
+	if err != nil {
+		engine.Close()
+		return nil, err
+	}
+	return &storage{engine: engine, meta: meta, recorder: recorder, cvc: cvc}, nil
 }
 
 // checkWritable fails when the directory does not accept new files; it
@@ -195,7 +263,8 @@ func checkWritable(dir string) error {
 	return os.Remove(f.Name())
 }
 
-// Dir returns the absolute storage directory.
+// Dir returns the absolute storage directory; empty when the store is in
+// a database.
 func (s *Store) Dir() string { return s.dir }
 
 // MasterKeyMatches reports whether key is the store's master key.

@@ -16,6 +16,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tokenvault/tokenvault/vaultstore/kv/postgres"
+	"github.com/tokenvault/tokenvault/vaultstore/kv/postgres/pgtest"
 )
 
 // testMasterKey is the master key of every test store unless a test says
@@ -55,6 +58,57 @@ func (c *fakeClock) Peek() time.Time {
 // not close them again.
 var closedStores sync.Map
 
+// testEngine names the engine the store's tests run on: Badger, or
+// PostgreSQL when TV_ENGINE=postgres. The README's test command runs the
+// package once with each.
+var testEngine = os.Getenv("TV_ENGINE")
+
+// testDatabases maps a test's storage directory to its database, so a test
+// that opens "the same directory" again opens the same database.
+var testDatabases sync.Map
+
+// withTestEngine points o at the test engine: with PostgreSQL, at a new
+// database for each directory, dropped when the test ends.
+func withTestEngine(tb testing.TB, o Options) Options {
+	tb.Helper()
+	if testEngine != "postgres" || o.Postgres != nil {
+		return o
+	}
+	dsn, ok := testDatabases.Load(o.Dir)
+	if !ok {
+		dsn = pgtest.NewDatabase(tb)
+		testDatabases.Store(o.Dir, dsn)
+		tb.Cleanup(func() { testDatabases.Delete(o.Dir) })
+	}
+	o.Postgres = &postgres.Options{DSN: dsn.(string)}
+	return o
+}
+
+// badgerOnly skips a test of what only the Badger engine has: its files,
+// its directory lock, its on-disk formats.
+func badgerOnly(tb testing.TB) {
+	tb.Helper()
+	if testEngine == "postgres" {
+		tb.Skip("a test of the Badger engine's own files; skipped with TV_ENGINE=postgres")
+	}
+}
+
+// readTestMeta reads the meta of the store the tests map dir to: its meta
+// file, or with TV_ENGINE=postgres the meta entry of its database.
+func readTestMeta(tb testing.TB, dir string) (*storeMeta, error) {
+	tb.Helper()
+	o := withTestEngine(tb, Options{Dir: dir})
+	if o.Postgres == nil {
+		return readMeta(dir)
+	}
+	engine, err := postgres.Open(context.Background(), *o.Postgres)
+	if err != nil {
+		return nil, err
+	}
+	defer engine.Close()
+	return metaEntry{engine}.load(context.Background())
+}
+
 // openTestStore opens a store in dir and closes it when the test ends
 // unless the test closed it with closeTestStore.
 func openTestStore(tb testing.TB, o Options) *Store {
@@ -62,7 +116,7 @@ func openTestStore(tb testing.TB, o Options) *Store {
 	if o.MasterKey == nil {
 		o.MasterKey = testMasterKey
 	}
-	s, err := Open(o)
+	s, err := Open(withTestEngine(tb, o))
 	if err != nil {
 		tb.Fatalf("Open(%s): %v", o.Dir, err)
 	}
@@ -231,6 +285,7 @@ func TestOpenRejectsMasterKeyOfWrongLength(t *testing.T) {
 }
 
 func TestOpenWrongMasterKeyChangesNothing(t *testing.T) {
+	badgerOnly(t)
 	dir := t.TempDir()
 	ct := makeStoreWithData(t, dir)
 	before := hashDir(t, dir)
@@ -267,6 +322,7 @@ func TestOpenWrongMasterKeyChangesNothing(t *testing.T) {
 }
 
 func TestOpenRefusesLockedDirectory(t *testing.T) {
+	badgerOnly(t)
 	dir := t.TempDir()
 	first := openTestStore(t, Options{Dir: dir})
 
@@ -290,6 +346,7 @@ func TestOpenRefusesLockedDirectory(t *testing.T) {
 }
 
 func TestOpenRefusesUnwritableDirectory(t *testing.T) {
+	badgerOnly(t)
 	root := t.TempDir()
 	var dir string
 	if os.Geteuid() == 0 {
@@ -320,6 +377,7 @@ func TestOpenRefusesUnwritableDirectory(t *testing.T) {
 }
 
 func TestOpenRefusesUnusableMeta(t *testing.T) {
+	badgerOnly(t)
 	metaWith := func(mutate func(m map[string]any)) func(t *testing.T, path string) {
 		return func(t *testing.T, path string) {
 			raw, err := os.ReadFile(path)
@@ -437,6 +495,7 @@ func TestDataSurvivesReopen(t *testing.T) {
 }
 
 func TestStoreDirAndMasterKeyMatches(t *testing.T) {
+	badgerOnly(t)
 	dir := t.TempDir()
 	t.Chdir(dir)
 	s := openTestStore(t, Options{Dir: "relative"})

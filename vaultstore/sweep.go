@@ -24,10 +24,23 @@ func (s *Store) sweepLoop() {
 		case <-s.stop:
 			return
 		case <-t.C:
-			if err := s.Sweep(context.Background()); err != nil {
-				s.logger.Warn("sweep failed", zap.Error(err))
-			}
+			s.backgroundWork(s.ctx)
 		}
+	}
+}
+
+// backgroundWork is what the sweep loop does each interval. CVC keys are
+// shredded by every process (each drops the keys it holds in memory); the
+// rest runs in one process of those sharing the engine, under a lease, and
+// picks up what a process that died left unfinished.
+func (s *Store) backgroundWork(ctx context.Context) {
+	if err := s.cvc.shred(ctx, s.now()); err != nil && ctx.Err() == nil {
+		s.logger.Warn("shredding ended cvc keys failed", zap.Error(err))
+	}
+	if _, err := s.exclusively(ctx, "sweep", func(ctx context.Context) error {
+		return errors.Join(s.purgeExpired(ctx, s.now()), s.resumeTenantDeletions(ctx), s.resumeReseals(ctx))
+	}); err != nil && ctx.Err() == nil {
+		s.logger.Warn("sweep failed", zap.Error(err))
 	}
 }
 
@@ -36,7 +49,7 @@ func (s *Store) sweepLoop() {
 // every minute; tests call it with their own clock.
 func (s *Store) Sweep(ctx context.Context) error {
 	now := s.now()
-	return errors.Join(s.purgeExpired(ctx, now), s.cvc.shred(now))
+	return errors.Join(s.purgeExpired(ctx, now), s.cvc.shred(ctx, now))
 }
 
 func (s *Store) purgeExpired(ctx context.Context, now time.Time) error {

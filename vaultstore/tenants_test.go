@@ -353,7 +353,10 @@ func TestDeletedTenantStaysDeletedAfterConcurrentColdRead(t *testing.T) {
 		t.Fatalf("DeleteTenant: %v", err)
 	}
 	close(proceed)
-	if err := <-done; err != nil {
+	// Badger's snapshot is the View's start, so the read still finds the
+	// data key; PostgreSQL's is its first read, which finds the tenant
+	// gone. Either way nothing may bring the key back.
+	if err := <-done; err != nil && !(testEngine == "postgres" && errors.Is(err, ErrNotFound)) {
 		t.Fatalf("snapshot read: %v", err)
 	}
 

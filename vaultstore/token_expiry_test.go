@@ -318,6 +318,7 @@ func TestCVCRetention(t *testing.T) {
 
 // The first sweep after a CVC's retention destroys its key.
 func TestCVCKeyShreddedBySweepAfterRetention(t *testing.T) {
+	badgerOnly(t)
 	w := newTWWorld(t, nil)
 	tok := w.mustCreate("admin", TokenInput{Type: "card", Data: twCard(twVisa, twCVC)})
 	epoch, until := w.cvcState(tok.ID)
@@ -337,6 +338,7 @@ func TestCVCKeyShreddedBySweepAfterRetention(t *testing.T) {
 // data directory: it is nowhere in clear, its key's slot is zeros, and a
 // store reopened with the master key and a clock set back cannot open it.
 func TestCVCUnrecoverableAfterSweep(t *testing.T) {
+	badgerOnly(t)
 	clock := newFakeClock()
 	dir := t.TempDir()
 	s := openTestStore(t, Options{Dir: dir, Now: clock.Now, SyncWrites: true})
@@ -374,7 +376,7 @@ func TestCVCUnrecoverableAfterSweep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.cvc.open(rec.CVC, recordAAD("cvc", w.tenant.ID, tok.ID)); !errors.Is(err, errCVCShredded) {
+	if _, err := s.cvc.open(w.ctx, rec.CVC, recordAAD("cvc", w.tenant.ID, tok.ID)); !errors.Is(err, errCVCShredded) {
 		t.Errorf("opening the sealed cvc after the sweep: %v, want errCVCShredded", err)
 	}
 	closeTestStore(t, s)

@@ -229,7 +229,7 @@ func (s *Store) sealCVC(t *Tenant, rec *tokenRecord) error {
 	if rec.CVCExpiresAt != nil && rec.CVCExpiresAt.After(now) && rec.CVCExpiresAt.Before(expires) {
 		expires = rec.CVCExpiresAt.Time // an update never extends a CVC's retention
 	}
-	sealed, err := s.cvc.seal(cvc, expires, now, recordAAD("cvc", t.ID, rec.ID))
+	sealed, err := s.cvc.seal(s.ctx, cvc, expires, now, recordAAD("cvc", t.ID, rec.ID))
 	if err != nil {
 		return err
 	}
@@ -260,7 +260,7 @@ func (s *Store) fullData(rec *tokenRecord) any {
 	if rec.CVC == nil || rec.CVCExpiresAt == nil || !s.now().Before(rec.CVCExpiresAt.Time) {
 		return rec.Data
 	}
-	cvc, err := s.cvc.open(rec.CVC, recordAAD("cvc", rec.TenantID, rec.ID))
+	cvc, err := s.cvc.open(s.ctx, rec.CVC, recordAAD("cvc", rec.TenantID, rec.ID))
 	if err != nil {
 		return rec.Data
 	}

@@ -270,7 +270,7 @@ func (s *Store) startFoldLocked(tenantID string) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		err := s.foldUsage(s.ctx, tenantID)
+		_, err := s.exclusively(s.ctx, "fold/"+tenantID, func(ctx context.Context) error { return s.foldUsage(ctx, tenantID) })
 		s.folds.mu.Lock()
 		delete(s.folds.running, tenantID)
 		s.folds.mu.Unlock()

@@ -17,7 +17,9 @@ import (
 
 // KV is a transactional, ordered key-value store.
 type KV interface {
-	// View runs fn in a read-only, consistent snapshot.
+	// View runs fn in a read-only, consistent snapshot, taken no later
+	// than fn's first read (Badger takes it when View starts, PostgreSQL
+	// at the first read).
 	View(ctx context.Context, fn func(Reader) error) error
 	// Update runs fn in a read-write, serializable transaction and commits
 	// it atomically. A transaction that loses a conflict with another one
@@ -76,17 +78,18 @@ type Loader interface {
 }
 
 // Watcher is implemented by engines shared by several processes. The vault
-// names the key prefixes whose records it caches; the engine tells every
-// process, including the one that wrote, of each committed change under
-// them, so that no process serves a cached record another one changed.
+// says which keys hold records it caches; the engine tells every process,
+// including the one that wrote, of each committed change to such a key, so
+// that no process serves a cached record another one changed.
 type Watcher interface {
-	// Watch calls changed with each key under one of prefixes written or
-	// deleted by a committed transaction, in any process, usually within
-	// milliseconds of the commit. When notices may have been missed (the
-	// engine lost its connection), it calls changed with a nil key: every
-	// cached record must be dropped. Until Watch returns, changes are not
-	// reported. Watch must be called at most once, before any Update.
-	Watch(prefixes [][]byte, changed func(key []byte)) error
+	// Watch calls changed with each key for which watched reports true
+	// that a committed transaction, in any process, wrote or deleted,
+	// usually within milliseconds of the commit. When notices may have
+	// been missed (the engine lost its connection), it calls changed with
+	// a nil key: every cached record must be dropped. watched must be
+	// cheap: Update calls it for every key it writes. Watch must be called
+	// at most once, before any Update.
+	Watch(watched func(key []byte) bool, changed func(key []byte)) error
 	// Healthy reports whether change notices are flowing; while it is
 	// false, callers must not trust their caches.
 	Healthy() bool

@@ -1,0 +1,181 @@
+package vaultstore
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// cvcSlotFile keeps CVC keys in a file of fixed slots beside Badger's
+// files, one slot per epoch (modulo cvcSlots); erasing a key overwrites
+// its slot with zeros in place and syncs it. Only one process opens a
+// Badger directory, so the file is the whole truth.
+type cvcSlotFile struct {
+	mu   sync.Mutex
+	file *os.File
+}
+
+func openCVCSlotFile(dir string) (*cvcSlotFile, error) {
+	f, err := os.OpenFile(filepath.Join(dir, cvcFileName), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("opening cvc key file: %w", err)
+	}
+	return &cvcSlotFile{file: f}, nil
+}
+
+func (f *cvcSlotFile) all(context.Context) (map[int64][]byte, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[int64][]byte{}
+	buf := make([]byte, cvcSlotSize)
+	for slot := int64(0); slot < cvcSlots; slot++ {
+		n, err := f.file.ReadAt(buf, slot*cvcSlotSize)
+		if n < cvcSlotSize {
+			break // a new or short file: the rest is empty
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading cvc key file: %w", err)
+		}
+		epoch := int64(binary.BigEndian.Uint64(buf[:8]))
+		size := int(buf[8])
+		if epoch == 0 || size == 0 || 9+size > cvcSlotSize {
+			continue
+		}
+		out[epoch] = append([]byte(nil), buf[9:9+size]...)
+	}
+	return out, nil
+}
+
+func (f *cvcSlotFile) get(ctx context.Context, epoch int64) ([]byte, error) {
+	all, err := f.all(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if w, ok := all[epoch]; ok {
+		return w, nil
+	}
+	return nil, ErrNotFound
+}
+
+func (f *cvcSlotFile) create(_ context.Context, epoch int64, wrapped []byte) ([]byte, error) {
+	return wrapped, f.writeSlot(epoch, wrapped)
+}
+
+func (f *cvcSlotFile) replace(_ context.Context, epoch int64, wrapped []byte) error {
+	return f.writeSlot(epoch, wrapped)
+}
+
+func (f *cvcSlotFile) erase(_ context.Context, epoch int64) error { return f.writeSlot(epoch, nil) }
+
+// writeSlot writes (or, with nil, zeroes) an epoch's slot and syncs it.
+func (f *cvcSlotFile) writeSlot(epoch int64, wrapped []byte) error {
+	buf := make([]byte, cvcSlotSize)
+	if wrapped != nil {
+		if 9+len(wrapped) > cvcSlotSize {
+			return errors.New("wrapped cvc key does not fit its slot")
+		}
+		binary.BigEndian.PutUint64(buf[:8], uint64(epoch))
+		buf[8] = byte(len(wrapped))
+		copy(buf[9:], wrapped)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, err := f.file.WriteAt(buf, (epoch%cvcSlots)*cvcSlotSize); err != nil {
+		return fmt.Errorf("writing cvc key slot: %w", err)
+	}
+	return f.file.Sync()
+}
+
+func (f *cvcSlotFile) close() error { return f.file.Close() }
+
+// cvcKeysPrefix holds CVC keys in a shared engine. It is outside every
+// tenant's keys and left out of backups, like the slot file.
+var cvcKeysPrefix = []byte("tokenvault/cvc/")
+
+// cvcKeyEntries keeps CVC keys as entries of a shared engine, so that
+// every node opens the CVCs any node sealed. A key is created once per
+// epoch (the first node's wins, in one transaction) and deleted when its
+// epoch ends; its entry also carries a time to live a little past that,
+// so a key is deleted even if no node sweeps. What a deleted entry leaves
+// behind depends on the engine: see the README's security model.
+type cvcKeyEntries struct{ kv KV }
+
+// cvcKeyTTLMargin keeps a key's entry a while past its epoch's end, so the
+// sweep, not the time to live, normally deletes it.
+const cvcKeyTTLMargin = 10 * time.Minute
+
+func cvcKeyEntry(epoch int64) []byte {
+	return strconv.AppendInt(append([]byte(nil), cvcKeysPrefix...), epoch, 10)
+}
+
+func (e cvcKeyEntries) all(ctx context.Context) (map[int64][]byte, error) {
+	out := map[int64][]byte{}
+	err := e.kv.View(ctx, func(r Reader) error {
+		return r.Scan(cvcKeysPrefix, nil, func(key, value []byte) error {
+			epoch, err := strconv.ParseInt(string(key[len(cvcKeysPrefix):]), 10, 64)
+			if err == nil {
+				out[epoch] = value
+			}
+			return nil
+		})
+	})
+	return out, err
+}
+
+func (e cvcKeyEntries) get(ctx context.Context, epoch int64) ([]byte, error) {
+	var out []byte
+	err := e.kv.View(ctx, func(r Reader) error {
+		var err error
+		out, err = r.Get(cvcKeyEntry(epoch))
+		return err
+	})
+	return out, err
+}
+
+func (e cvcKeyEntries) create(ctx context.Context, epoch int64, wrapped []byte) ([]byte, error) {
+	var out []byte
+	ttl := time.Until(time.Unix(0, epoch*int64(cvcEpoch))) + cvcKeyTTLMargin
+	err := e.kv.Update(ctx, func(w Writer) error {
+		existing, err := w.Get(cvcKeyEntry(epoch))
+		if err == nil {
+			out = existing
+			return nil
+		}
+		if !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		out = wrapped
+		return w.Put(cvcKeyEntry(epoch), wrapped, max(ttl, cvcKeyTTLMargin))
+	})
+	return out, err
+}
+
+func (e cvcKeyEntries) replace(ctx context.Context, epoch int64, wrapped []byte) error {
+	ttl := time.Until(time.Unix(0, epoch*int64(cvcEpoch))) + cvcKeyTTLMargin
+	return e.kv.Update(ctx, func(w Writer) error {
+		if _, err := w.Get(cvcKeyEntry(epoch)); errors.Is(err, ErrNotFound) {
+			return nil // erased meanwhile
+		} else if err != nil {
+			return err
+		}
+		return w.Put(cvcKeyEntry(epoch), wrapped, max(ttl, cvcKeyTTLMargin))
+	})
+}
+
+func (e cvcKeyEntries) erase(ctx context.Context, epoch int64) error {
+	return e.kv.Update(ctx, func(w Writer) error { return w.Delete(cvcKeyEntry(epoch)) })
+}
+
+func (cvcKeyEntries) close() error { return nil }
+
+// Interface guards
+var (
+	_ cvcKeyStore = (*cvcSlotFile)(nil)
+	_ cvcKeyStore = cvcKeyEntries{}
+)

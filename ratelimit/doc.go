@@ -74,6 +74,29 @@
 // the room, which is bounded by MaxEntries anyway and keeps the limiter free of
 // goroutines.
 //
+// # Shared state in Redis
+//
+// With Options.Redis, the counters are the cluster's: every node asks Redis,
+// so a client's budget is one budget wherever its requests land. A decision
+// is one call of one Lua script (EVALSHA), which checks and charges every
+// applicable counter atomically with the semantics above (all or nothing,
+// blocks, the same Decision), as a generic cell rate algorithm: a counter is
+// a hash holding when its bucket would be full again and when its block
+// ends, in whole microseconds of the Redis server's clock, and it expires
+// once idle, so Redis holds only active counters. Keys are the configured
+// prefix, the rule's name and a hash of the rule's parameters and the
+// counter key: Redis never sees a client address or an API key id.
+// (go-redis/redis_rate implements GCRA too, but one key per call: it cannot
+// charge several rules all or nothing, nor block.)
+//
+// Each call is bounded by a short timeout. When a call fails, the node falls
+// back to its own counters (the local limiter, fresh for the clients it had
+// not seen locally) and leaves Redis alone behind a circuit: after
+// RedisOptions.RetryMin one decision probes Redis, and each failed probe
+// doubles the wait up to RetryMax. The transition down and the one back up
+// are logged once each and reported through RedisOptions.OnState; every local
+// decision meanwhile through OnLocal.
+//
 // # Headers
 //
 // [Decision.Headers] writes RateLimit-Limit, RateLimit-Remaining and

@@ -17,8 +17,14 @@ type Options struct {
 	// MaxEntries bounds the counters held per rule; 0 or less means
 	// DefaultMaxEntries. See the package doc for what happens at the bound.
 	MaxEntries int
-	// Now is the clock; nil means time.Now.
+	// Now is the clock; nil means time.Now. When set, it is also the clock
+	// of the shared state in Redis (in tests); otherwise that state runs on
+	// the Redis server's clock, the one every node agrees on.
 	Now func() time.Time
+	// Redis, when set, holds the counters every node shares: the Limiter
+	// decides in Redis, and on its own (with the counters of this process)
+	// only while Redis does not answer.
+	Redis *Redis
 }
 
 // Limiter decides requests against a set of rules. It is safe for concurrent
@@ -27,6 +33,10 @@ type Limiter struct {
 	stores []*store
 	now    func() time.Time
 	epoch  time.Time
+
+	redis         *Redis
+	redisRules    []redisRule // one per store
+	injectedClock bool
 }
 
 // New returns a Limiter for o. It panics if a rule is invalid: an empty or
@@ -41,7 +51,7 @@ func New(o Options) *Limiter {
 	if maxEntries <= 0 {
 		maxEntries = DefaultMaxEntries
 	}
-	l := &Limiter{now: now, epoch: now()}
+	l := &Limiter{now: now, epoch: now(), redis: o.Redis, injectedClock: o.Now != nil}
 	seen := make(map[string]bool, len(o.Rules))
 	for _, r := range o.Rules {
 		if err := validate(r); err != nil {
@@ -52,6 +62,9 @@ func New(o Options) *Limiter {
 		}
 		seen[r.Name] = true
 		l.stores = append(l.stores, newStore(r, maxEntries))
+		if l.redis != nil {
+			l.redisRules = append(l.redisRules, newRedisRule(l.redis.prefix, r))
+		}
 	}
 	return l
 }
@@ -88,8 +101,20 @@ const stackHits = 16
 // Allow decides one request. Every applicable rule is checked; the request is
 // rejected if any rule rejects it ("the lowest rate that applies"), and then
 // it consumes nothing from the rules that would have allowed it. A block rule
-// whose rate the request exceeds starts its block.
+// whose rate the request exceeds starts its block. With Options.Redis the
+// counters are the cluster's, unless Redis does not answer.
 func (l *Limiter) Allow(r *Request) Decision {
+	if l.redis != nil {
+		if d, ok := l.allowShared(r); ok {
+			return d
+		}
+		l.redis.onLocal()
+	}
+	return l.allowLocal(r)
+}
+
+// allowLocal decides one request with the counters of this process.
+func (l *Limiter) allowLocal(r *Request) Decision {
 	var buf [stackHits]hit
 	hits := buf[:0]
 	for _, s := range l.stores {

@@ -61,7 +61,7 @@ func (h *API) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := h.limits.provision(h.RateLimits); err != nil {
+	if err := h.limits.provision(h.RateLimits, appIface.(*App)); err != nil {
 		return err
 	}
 	h.wire(appIface.(*App), ctx.Logger())

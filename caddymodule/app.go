@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tokenvault/tokenvault/egress"
+	"github.com/tokenvault/tokenvault/ratelimit"
 	"github.com/tokenvault/tokenvault/transforms"
 	"github.com/tokenvault/tokenvault/vaultstore"
 )
@@ -82,6 +83,11 @@ type App struct {
 	// store opens: a change takes effect at the next start, not a reload.
 	Cache *CacheConfig `json:"cache,omitempty"`
 
+	// RateLimitRedis makes the handlers' rate limits cluster-wide through
+	// Redis; each node falls back to its own limits while Redis does not
+	// answer. Default: each node limits on its own.
+	RateLimitRedis *RateLimitRedis `json:"rate_limit_redis,omitempty"`
+
 	store     *vaultstore.Store
 	poolKey   string
 	logger    *zap.Logger
@@ -90,6 +96,9 @@ type App struct {
 
 	workers    *transforms.Pool
 	workersKey string
+
+	rateLimitRedis    *ratelimit.Redis // nil: not configured
+	rateLimitRedisKey string
 }
 
 // EgressConfig relaxes the default egress policy for on-premises
@@ -202,6 +211,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err := registerMetrics(ctx.GetMetricsRegistry(), a.store, a.workers); err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
+	if err := a.provisionRateLimitRedis(ctx); err != nil {
+		return err
+	}
 	if loaded {
 		if !a.store.MasterKeyMatches(key) {
 			return errors.New("the master key differs from the one the running store was opened with; restart Caddy to change it")
@@ -230,6 +242,9 @@ func (a *App) Validate() error {
 		if !isPlaceholder(p) {
 			return errors.New("previous_master_keys must be placeholders, never keys")
 		}
+	}
+	if err := a.RateLimitRedis.validate(); err != nil {
+		return err
 	}
 	return nil
 }
@@ -344,7 +359,7 @@ func (a *App) Cleanup() error {
 		err = errors.Join(err, werr)
 		a.workersKey, a.workers = "", nil
 	}
-	return err
+	return errors.Join(err, a.cleanupRateLimitRedis())
 }
 
 // Store returns the vault's store.

@@ -57,6 +57,11 @@ func parseGlobalVault(d *caddyfile.Dispenser, existing any) (any, error) {
 //	        records     <n>
 //	        block_cache <size>
 //	    }
+//	    rate_limit_redis [<url>] {
+//	        url        <url>
+//	        key_prefix <prefix>
+//	        timeout    <duration>
+//	    }
 //	}
 func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // option name
@@ -78,6 +83,11 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			continue
 		case "cache":
 			if err := a.unmarshalCache(d); err != nil {
+				return err
+			}
+			continue
+		case "rate_limit_redis":
+			if err := a.unmarshalRateLimitRedis(d); err != nil {
 				return err
 			}
 			continue

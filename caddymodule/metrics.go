@@ -61,6 +61,37 @@ var vaultMetrics = struct {
 	}, []string{"cause"}),
 }
 
+// rateLimitRedisMetrics say whether the rate limits are shared through
+// Redis. They are registered only when rate_limit_redis is configured, so a
+// single node does not report a Redis that is "down".
+var rateLimitRedisMetrics = struct {
+	up        prometheus.Gauge
+	fallbacks prometheus.Counter
+}{
+	up: prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: "tokenvault", Name: "ratelimit_redis_up",
+		Help: "1 while rate limits are decided in the cluster's Redis, 0 while this node decides them alone because Redis does not answer.",
+	}),
+	fallbacks: prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "tokenvault", Name: "ratelimit_fallback_decisions_total",
+		Help: "Rate limit decisions this node made with its local limiter because Redis did not answer.",
+	}),
+}
+
+// registerRateLimitRedisMetrics adds the Redis rate limit metrics to a
+// config's registry.
+func registerRateLimitRedisMetrics(reg *prometheus.Registry) error {
+	for _, c := range []prometheus.Collector{rateLimitRedisMetrics.up, rateLimitRedisMetrics.fallbacks} {
+		if err := reg.Register(c); err != nil {
+			var already prometheus.AlreadyRegisteredError
+			if !errors.As(err, &already) {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // registerMetrics adds the vault's collectors and the store's to a
 // config's registry.
 func registerMetrics(reg *prometheus.Registry, store *vaultstore.Store, workers *transforms.Pool) error {

@@ -63,7 +63,7 @@ func (h *ProxyHandler) Provision(ctx caddy.Context) error {
 			return errors.New("proxy_key: the placeholder resolved to nothing")
 		}
 	}
-	if err := h.limits.provision(h.RateLimits); err != nil {
+	if err := h.limits.provision(h.RateLimits, app); err != nil {
 		return err
 	}
 	h.forward = &forwarder{app: app, store: app.Store(), headers: newVaultHeaders(app.HeaderPrefix), logger: ctx.Logger(),

@@ -69,7 +69,8 @@ func (c *RateLimits) rules() ([]ratelimit.Rule, error) {
 }
 
 // limiters hold limiter state across config reloads, keyed by the table
-// they enforce, so a reload does not hand every client a fresh budget.
+// they enforce and the Redis they share it through, so a reload does not
+// hand every client a fresh budget.
 var limiters = caddy.NewUsagePool()
 
 type pooledLimiter struct{ *ratelimit.Limiter }
@@ -82,21 +83,23 @@ type limits struct {
 	poolKey string
 }
 
-// provision loads (or shares) the limiter for the configuration.
-func (l *limits) provision(cfg *RateLimits) error {
+// provision loads (or shares) the limiter for the configuration, on the
+// vault app's Redis when it has one.
+func (l *limits) provision(cfg *RateLimits, app *App) error {
 	rules, err := cfg.rules()
 	if err != nil || rules == nil {
 		return err
 	}
 	raw, _ := json.Marshal(cfg)
-	l.poolKey = "ratelimit:" + string(raw)
-	val, _, err := limiters.LoadOrNew(l.poolKey, func() (caddy.Destructor, error) {
-		return pooledLimiter{ratelimit.New(ratelimit.Options{Rules: rules})}, nil
+	poolKey := "ratelimit:" + string(raw) + "|" + app.rateLimitRedisKey
+	shared := app.rateLimitRedis
+	val, _, err := limiters.LoadOrNew(poolKey, func() (caddy.Destructor, error) {
+		return pooledLimiter{ratelimit.New(ratelimit.Options{Rules: rules, Redis: shared})}, nil
 	})
 	if err != nil {
 		return err
 	}
-	l.limiter = val.(pooledLimiter).Limiter
+	l.poolKey, l.limiter = poolKey, val.(pooledLimiter).Limiter
 	return nil
 }
 

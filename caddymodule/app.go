@@ -42,6 +42,11 @@ type App struct {
 	// "vault" folder in Caddy's data directory.
 	Storage string `json:"storage,omitempty"`
 
+	// Postgres keeps the vault's state in PostgreSQL instead of the Storage
+	// directory, so that several nodes can share it. Storage must then be
+	// empty.
+	Postgres *PostgresConfig `json:"postgres,omitempty"`
+
 	// MasterKey is the base64 encoding of the 32-byte master key that
 	// wraps every tenant's data key. It must be a placeholder, such as
 	// {env.TOKENVAULT_MASTER_KEY} or {file./run/secrets/master_key}, so the
@@ -186,17 +191,25 @@ func (a *App) Provision(ctx caddy.Context) error {
 		defer clear(k)
 		previous = append(previous, k)
 	}
-	val, loaded, err := stores.LoadOrNew(dir, func() (caddy.Destructor, error) {
-		s, err := vaultstore.Open(vaultstore.Options{
-			Dir:                dir,
-			MasterKey:          key,
-			PreviousMasterKeys: previous,
-			SyncWrites:         *a.SyncWrites,
-			RecordCacheEntries: a.Cache.records(),
-			BlockCacheBytes:    a.Cache.blockCache(),
-			Logger:             a.logger.Named("store"),
-			Events:             countStoreEvent,
-		})
+	opts := vaultstore.Options{
+		Dir:                dir,
+		MasterKey:          key,
+		PreviousMasterKeys: previous,
+		SyncWrites:         *a.SyncWrites,
+		RecordCacheEntries: a.Cache.records(),
+		BlockCacheBytes:    a.Cache.blockCache(),
+		Logger:             a.logger.Named("store"),
+		Events:             countStoreEvent,
+	}
+	poolKey := dir
+	if a.Postgres != nil {
+		if opts.Postgres, poolKey, err = a.Postgres.options(); err != nil {
+			return err
+		}
+		opts.Dir = ""
+	}
+	val, loaded, err := stores.LoadOrNew(poolKey, func() (caddy.Destructor, error) {
+		s, err := vaultstore.Open(opts)
 		if err != nil {
 			return nil, err
 		}
@@ -205,7 +218,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return fmt.Errorf("opening vault storage: %w", err)
 	}
-	a.poolKey = dir
+	a.poolKey = poolKey
 	ps := val.(pooledStore)
 	a.store = ps.Store
 	if err := registerMetrics(ctx.GetMetricsRegistry(), a.store, a.workers); err != nil {
@@ -245,6 +258,9 @@ func (a *App) Validate() error {
 	}
 	if err := a.RateLimitRedis.validate(); err != nil {
 		return err
+	}
+	if a.Postgres != nil {
+		return a.Postgres.validate()
 	}
 	return nil
 }

@@ -62,6 +62,12 @@ func parseGlobalVault(d *caddyfile.Dispenser, existing any) (any, error) {
 //	        key_prefix <prefix>
 //	        timeout    <duration>
 //	    }
+//	    postgres {
+//	        connection_string {env.TOKENVAULT_POSTGRES_URL}
+//	        table             <name>
+//	        max_conns         <n>
+//	        statement_timeout <duration>
+//	    }
 //	}
 func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // option name
@@ -88,6 +94,11 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			continue
 		case "rate_limit_redis":
 			if err := a.unmarshalRateLimitRedis(d); err != nil {
+				return err
+			}
+			continue
+		case "postgres":
+			if err := a.unmarshalPostgres(d); err != nil {
 				return err
 			}
 			continue

@@ -20,6 +20,7 @@ import (
 
 	"github.com/tokenvault/tokenvault/transforms"
 	"github.com/tokenvault/tokenvault/vaultstore"
+	"github.com/tokenvault/tokenvault/vaultstore/kv/postgres"
 )
 
 func init() {
@@ -65,10 +66,15 @@ works while the vault holds its storage open.
       with the master key it was taken with: base64, in the environment
       variable NAME or in the file PATH (never on the command line).
       Start Caddy with storage DIR and the same master key.
+  caddy vault restore --input FILE --postgres-env NAME [--postgres-table T]
+      (--master-key-env NAME | --master-key-file PATH)
+      the same into the PostgreSQL database whose connection string is
+      in the environment variable NAME; its table must hold no entries.
+      Start the nodes on that database with the same master key.
 
 The admin endpoint is found like Caddy's own commands find it: --address,
 or the admin address of --config, or the default localhost:2019. restore
-needs no running Caddy: it writes DIR itself.`,
+needs no running Caddy: it writes DIR (or the database) itself.`,
 		CobraFunc: func(cmd *cobra.Command) {
 			tenant := &cobra.Command{Use: "tenant", Short: "Creates, lists and deletes tenants"}
 			create := &cobra.Command{
@@ -322,13 +328,15 @@ func backupCommand() *cobra.Command {
 // restoreCommand is "caddy vault restore --input FILE --storage DIR".
 func restoreCommand() *cobra.Command {
 	c := &cobra.Command{
-		Use:   "restore --input FILE --storage DIR (--master-key-env NAME | --master-key-file PATH)",
-		Short: "Restores a backup into a new storage directory, offline",
+		Use:   "restore --input FILE (--storage DIR | --postgres-env NAME) (--master-key-env NAME | --master-key-file PATH)",
+		Short: "Restores a backup into a new storage directory or an empty database, offline",
 		Args:  cobra.NoArgs,
 		RunE:  caddycmd.WrapCommandFuncForCobra(cmdRestore),
 	}
 	c.Flags().StringP("input", "i", "", "Backup file to restore, - for standard input (required)")
-	c.Flags().String("storage", "", "Storage directory to restore into; must be empty or missing (required)")
+	c.Flags().String("storage", "", "Storage directory to restore into; must be empty or missing")
+	c.Flags().String("postgres-env", "", "Environment variable holding the connection string of a PostgreSQL database to restore into; it must hold no vault entries")
+	c.Flags().String("postgres-table", "", "Table of the vault's entries in that database (default tokenvault_kv)")
 	c.Flags().String("master-key-env", "", "Environment variable holding the base64 master key")
 	c.Flags().String("master-key-file", "", "File holding the base64 master key")
 	return c
@@ -457,9 +465,18 @@ func (b *backupFile) abort() {
 }
 
 func cmdRestore(fl caddycmd.Flags) (int, error) {
-	input, dir := fl.String("input"), fl.String("storage")
-	if input == "" || dir == "" {
-		return caddy.ExitCodeFailedStartup, fmt.Errorf("--input and --storage are required")
+	input, dir, pgEnv := fl.String("input"), fl.String("storage"), fl.String("postgres-env")
+	if input == "" || (dir == "") == (pgEnv == "") {
+		return caddy.ExitCodeFailedStartup, fmt.Errorf("--input and one of --storage or --postgres-env are required")
+	}
+	var database *postgres.Options
+	if pgEnv != "" {
+		dsn := os.Getenv(pgEnv)
+		if dsn == "" {
+			return caddy.ExitCodeFailedStartup, fmt.Errorf("--postgres-env: the environment variable %s is empty or unset", pgEnv)
+		}
+		database = &postgres.Options{DSN: dsn, Table: fl.String("postgres-table")}
+		dir = "the database"
 	}
 	key, err := restoreMasterKey(fl.String("master-key-env"), fl.String("master-key-file"))
 	if err != nil {
@@ -473,7 +490,7 @@ func cmdRestore(fl caddycmd.Flags) (int, error) {
 		}
 		defer in.Close()
 	}
-	opts := vaultstore.RestoreOptions{Dir: dir, MasterKey: key, Logger: caddy.Log().Named("vault.restore")}
+	opts := vaultstore.RestoreOptions{Dir: dir, Postgres: database, MasterKey: key, Logger: caddy.Log().Named("vault.restore")}
 	var shown bool
 	if isTerminal(os.Stderr) {
 		var last time.Time

@@ -18,7 +18,7 @@ func createProxy(c *call) error {
 	if err := c.decode(&in); err != nil {
 		return err
 	}
-	p, err := c.store.CreateProxy(c.ctx(), c.tenantID(), c.actorID(), in, c.api.checkProxy)
+	p, err := c.store.CreateProxy(c.ctx(), c.tenantID(), c.actorID(), in, c.api.checkProxy(c.tenantID()))
 	if err != nil {
 		return err
 	}
@@ -75,7 +75,7 @@ func updateProxy(c *call) error {
 	if err := c.decode(&in); err != nil {
 		return err
 	}
-	p, err := c.store.UpdateProxy(c.ctx(), c.tenantID(), c.params["id"], c.actorID(), in, c.api.checkProxy)
+	p, err := c.store.UpdateProxy(c.ctx(), c.tenantID(), c.params["id"], c.actorID(), in, c.api.checkProxy(c.tenantID()))
 	if err != nil {
 		return err
 	}
@@ -88,7 +88,7 @@ func patchProxy(c *call) error {
 	if err != nil {
 		return err
 	}
-	if _, err := c.store.PatchProxy(c.ctx(), c.tenantID(), c.params["id"], c.actorID(), patch, c.api.checkProxy); err != nil {
+	if _, err := c.store.PatchProxy(c.ctx(), c.tenantID(), c.params["id"], c.actorID(), patch, c.api.checkProxy(c.tenantID())); err != nil {
 		return err
 	}
 	c.w.WriteHeader(http.StatusNoContent)
@@ -122,16 +122,19 @@ func deleteProxy(c *call) error {
 }
 
 // checkProxy refuses what this deployment cannot run: a destination the
-// egress policy forbids, and transform code the sandbox refuses.
-func (h *API) checkProxy(in *vaultstore.ProxyInput, v *vaultstore.ValidationError) {
-	if _, err := h.app.egress.CheckURL(in.DestinationURL); err != nil {
-		v.Add("destination_url", egressReason(err))
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), codeCheckTimeout)
-	defer cancel()
-	for field, t := range map[string]*vaultstore.ProxyTransform{"request_transform": in.RequestTransform, "response_transform": in.ResponseTransform} {
-		if t != nil && t.Code != "" {
-			h.app.checkCode(ctx, field+".code", t.Code, v)
+// egress policy forbids, and transform code the sandbox refuses (checked
+// in the tenant's share of the transform workers).
+func (h *API) checkProxy(tenantID string) func(in *vaultstore.ProxyInput, v *vaultstore.ValidationError) {
+	return func(in *vaultstore.ProxyInput, v *vaultstore.ValidationError) {
+		if _, err := h.app.egress.CheckURL(in.DestinationURL); err != nil {
+			v.Add("destination_url", egressReason(err))
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), codeCheckTimeout)
+		defer cancel()
+		for field, t := range map[string]*vaultstore.ProxyTransform{"request_transform": in.RequestTransform, "response_transform": in.ResponseTransform} {
+			if t != nil && t.Code != "" {
+				h.app.checkCode(ctx, tenantID, field+".code", t.Code, v)
+			}
 		}
 	}
 }

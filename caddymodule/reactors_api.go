@@ -11,11 +11,14 @@ import (
 	"github.com/tokenvault/tokenvault/vaultstore"
 )
 
-// checkReactorCode refuses reactor code the sandbox will not run.
-func (h *API) checkReactorCode(field, code string, v *vaultstore.ValidationError) {
-	ctx, cancel := context.WithTimeout(context.Background(), codeCheckTimeout)
-	defer cancel()
-	h.app.checkCode(ctx, field, code, v)
+// checkReactorCode refuses reactor code the sandbox will not run, checked
+// in the tenant's share of the transform workers.
+func (h *API) checkReactorCode(tenantID string) func(field, code string, v *vaultstore.ValidationError) {
+	return func(field, code string, v *vaultstore.ValidationError) {
+		ctx, cancel := context.WithTimeout(context.Background(), codeCheckTimeout)
+		defer cancel()
+		h.app.checkCode(ctx, tenantID, field, code, v)
+	}
 }
 
 // createReactor: POST /reactors.
@@ -24,7 +27,7 @@ func createReactor(c *call) error {
 	if err := c.decode(&in); err != nil {
 		return err
 	}
-	r, err := c.store.CreateReactor(c.ctx(), c.tenantID(), c.actorID(), in, c.api.checkReactorCode)
+	r, err := c.store.CreateReactor(c.ctx(), c.tenantID(), c.actorID(), in, c.api.checkReactorCode(c.tenantID()))
 	if err != nil {
 		return err
 	}
@@ -65,7 +68,7 @@ func updateReactor(c *call) error {
 	if err := c.decode(&in); err != nil {
 		return err
 	}
-	r, err := c.store.UpdateReactor(c.ctx(), c.tenantID(), c.params["id"], c.actorID(), in, c.api.checkReactorCode)
+	r, err := c.store.UpdateReactor(c.ctx(), c.tenantID(), c.params["id"], c.actorID(), in, c.api.checkReactorCode(c.tenantID()))
 	if err != nil {
 		return err
 	}
@@ -78,7 +81,7 @@ func patchReactor(c *call) error {
 	if err != nil {
 		return err
 	}
-	if _, err := c.store.PatchReactor(c.ctx(), c.tenantID(), c.params["id"], c.actorID(), patch, c.api.checkReactorCode); err != nil {
+	if _, err := c.store.PatchReactor(c.ctx(), c.tenantID(), c.params["id"], c.actorID(), patch, c.api.checkReactorCode(c.tenantID())); err != nil {
 		return err
 	}
 	c.w.WriteHeader(http.StatusNoContent)

@@ -138,9 +138,11 @@ func (a *App) provisionTransforms() error {
 	return nil
 }
 
-// checkCode refuses tenant code the sandbox will not run, under field.
-func (a *App) checkCode(ctx context.Context, field, code string, v *vaultstore.ValidationError) {
-	err := a.workers.ValidateCode(ctx, code)
+// checkCode refuses tenant code the sandbox will not run, under field. The
+// check runs in the tenant's share of the workers, so a tenant saving code
+// in a flood waits on itself.
+func (a *App) checkCode(ctx context.Context, tenantID, field, code string, v *vaultstore.ValidationError) {
+	err := a.workers.ValidateTenantCode(ctx, tenantID, code)
 	if err == nil {
 		return
 	}

@@ -288,11 +288,10 @@ func jitter(d time.Duration) time.Duration {
 	return d/2 + rand.N(d/2)
 }
 
-// Interface guards. kv.Watcher joins them once kv.go's new Watch
-// signature (a key predicate instead of prefixes) is committed; until
-// then, the package builds against either.
+// Interface guards
 var (
 	_ kv.KV          = (*Store)(nil)
+	_ kv.Watcher     = (*Store)(nil)
 	_ kv.Snapshotter = (*Store)(nil)
 	_ kv.Loader      = (*Store)(nil)
 	_ kv.Pinger      = (*Store)(nil)

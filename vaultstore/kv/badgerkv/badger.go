@@ -30,10 +30,26 @@ const conflictRetries = 8
 // gcInterval is how often value-log garbage collection runs.
 const gcInterval = 5 * time.Minute
 
+// Badger's sizes that the free-space margin depends on (see margin.go).
+const (
+	// defaultMemTableSize is Badger's own default, kept: the memtable's
+	// size sets the largest transaction (15% of it) and the write load
+	// figures were measured with it.
+	defaultMemTableSize = 64 << 20
+	// valueLogFileSize bounds a value-log file (Badger's default is 1 GB).
+	// Values under 1 MB live in the tree, so the value log holds only the
+	// rare larger ones; a smaller file is a smaller mapping (twice this, per
+	// open file) and a smaller rewrite for garbage collection, which runs
+	// only while that much room is left beyond the margin. Files written
+	// larger by earlier versions still open.
+	valueLogFileSize = 64 << 20
+)
+
 // Store is the embedded single-node KV on Badger.
 type Store struct {
 	db     *badger.DB
 	group  *groupSync // nil when writes need not be durable
+	space  *spaceGuard
 	logger *zap.Logger
 	stop   chan struct{}
 	wg     sync.WaitGroup
@@ -88,6 +104,12 @@ type Options struct {
 	BlockCacheBytes int64
 	// Logger receives the engine's log lines; nil discards them.
 	Logger *zap.Logger
+
+	// for tests: Badger's memtable size (on a new store only), the read
+	// reserve, and the file system's free space
+	memTableSize int64
+	readReserve  int64
+	statfs       statfsFunc
 }
 
 // DefaultBlockCacheBytes is the storage engine's block cache when Options
@@ -98,12 +120,21 @@ type Options struct {
 const DefaultBlockCacheBytes = 256 << 20
 
 // Open opens (or creates) the Badger store in o.Dir. It fails with
-// ErrLocked when another process holds the directory.
+// ErrLocked when another process holds the directory, and with an error
+// wrapping kv.ErrNoSpace, before Badger touches any file, when its file
+// system has less free space than Badger may need to replay and flush its
+// logs and run its compactions (see margin.go): Badger would die of
+// SIGBUS there.
 func Open(o Options) (*Store, error) {
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
+	if o.statfs == nil {
+		o.statfs = statfs
+	}
 	opts := badger.DefaultOptions(o.Dir).
+		WithMemTableSize(cmp.Or(o.memTableSize, defaultMemTableSize)).
+		WithValueLogFileSize(valueLogFileSize).
 		WithSyncWrites(false). // durability comes from group commit below
 		WithNumVersionsToKeep(1).
 		// Values are sealed records, which no compressor can shrink;
@@ -116,6 +147,15 @@ func Open(o Options) (*Store, error) {
 		WithBlockCacheSize(cmp.Or(o.BlockCacheBytes, DefaultBlockCacheBytes)).
 		WithLogger(badgerLogger{o.Logger.Sugar()}).
 		WithMetricsEnabled(false)
+	if o.memTableSize != 0 { // a value must fit in a batch, 15% of a memtable
+		opts = opts.WithValueThreshold(min(opts.ValueThreshold, 15*o.memTableSize/100))
+	}
+	if free, err := o.statfs(o.Dir); err == nil {
+		if need := needBytes(shapeOnDisk(o.Dir, opts), opts); free < need {
+			return nil, fmt.Errorf("not opening the storage in %s: it needs at least %s free on its file system (to replay and flush its logs and run the compactions that follow) and %s is free; free space and start again: %w",
+				o.Dir, mib(need), mib(free), kv.ErrNoSpace)
+		}
+	}
 	db, err := badger.Open(opts)
 	if err != nil {
 		if strings.Contains(err.Error(), "Cannot acquire directory lock") {
@@ -124,6 +164,8 @@ func Open(o Options) (*Store, error) {
 		return nil, fmt.Errorf("opening badger in %s: %w", o.Dir, err)
 	}
 	s := &Store{db: db, logger: o.Logger, stop: make(chan struct{})}
+	s.space = newSpaceGuard(o.Dir, o.statfs, func() int64 { return needBytes(shapeOf(db, opts.MaxLevels), opts) },
+		cmp.Or(o.readReserve, DefaultReadReserve), time.Now, o.Logger)
 	if o.SyncWrites {
 		dir := o.Dir
 		var syncs atomic.Int64
@@ -149,23 +191,36 @@ func Open(o Options) (*Store, error) {
 	return s, nil
 }
 
+// gcLoop runs value-log garbage collection, and looks at the free space
+// often enough that writes resume (and recovery is logged) without any
+// traffic.
 func (s *Store) gcLoop() {
 	defer s.wg.Done()
 	t := time.NewTicker(gcInterval)
 	defer t.Stop()
+	space := time.NewTicker(spaceCheckInterval)
+	defer space.Stop()
 	for {
 		select {
 		case <-s.stop:
 			return
 		case <-t.C:
 			s.runGC()
+		case <-space.C:
+			s.space.refresh()
 		}
 	}
 }
 
-// runGC rewrites value-log files until Badger finds nothing worth rewriting.
+// runGC rewrites value-log files until Badger finds nothing worth
+// rewriting. A rewrite writes up to a value-log file's worth before it
+// frees the old file, outside the vault's counted writes, so it runs only
+// while that much room is left beyond the margin.
 func (s *Store) runGC() {
 	for i := 0; i < 100; i++ {
+		if room := s.space.room(); room < valueLogFileSize+valueLogFileSize/8 {
+			return
+		}
 		err := s.db.RunValueLogGC(0.5)
 		if err == nil {
 			s.gcRuns.Add(1)
@@ -192,7 +247,7 @@ func (s *Store) Update(ctx context.Context, fn func(kv.Writer) error) error {
 		if err = ctx.Err(); err != nil {
 			return err
 		}
-		err = s.updateOnce(fn)
+		err = s.updateOnce(kv.SpaceReserve(ctx), fn)
 		if !errors.Is(err, badger.ErrConflict) {
 			return err
 		}
@@ -207,20 +262,35 @@ func (s *Store) Update(ctx context.Context, fn func(kv.Writer) error) error {
 }
 
 // updateOnce runs fn in one transaction and, with group commit, returns
-// once what it committed is durable.
+// once what it committed is durable. Before the commit reaches Badger,
+// the space guard admits it (reserved: into the read reserve) or refuses
+// it with an error wrapping kv.ErrNoSpace, and nothing is written.
 //
 // Close waits for the transaction and its sync (closeMu): Badger's Close
 // closes the channel a commit sends to, so a commit that passed Badger's
 // own check just before would send on a closed channel and panic, and a
 // sync after Close finds no memtable.
-func (s *Store) updateOnce(fn func(kv.Writer) error) error {
+func (s *Store) updateOnce(reserved bool, fn func(kv.Writer) error) error {
 	s.closeMu.RLock()
 	defer s.closeMu.RUnlock()
 	if s.closed {
 		return kv.ErrClosed
 	}
-	wrote := false
-	run := func(txn *badger.Txn) error { return fn(badgerTxn{txn, &wrote}) }
+	if s.space.low.Load() { // refused now: spare fn the work
+		if err := s.space.admit(0, reserved); err != nil {
+			return err
+		}
+	}
+	var st txnState
+	run := func(txn *badger.Txn) error {
+		if err := fn(badgerTxn{txn, &st}); err != nil {
+			return err
+		}
+		if !st.wrote {
+			return nil
+		}
+		return s.space.admit(st.bytes+txnOverhead, reserved)
+	}
 	if s.group == nil {
 		return s.db.Update(run)
 	}
@@ -233,7 +303,7 @@ func (s *Store) updateOnce(fn func(kv.Writer) error) error {
 	}()
 	err := s.db.Update(run)
 	ended = true
-	if serr := s.group.end(id, err == nil && wrote); serr != nil {
+	if serr := s.group.end(id, err == nil && st.wrote); serr != nil {
 		return fmt.Errorf("syncing committed writes: %w", serr)
 	}
 	return err
@@ -327,6 +397,9 @@ func (s *Store) Load(ctx context.Context, next func() (key, value []byte, expire
 		if err != nil {
 			return err
 		}
+		if err := s.space.admit(int64(len(key)+len(value)+entryOverhead), false); err != nil {
+			return fmt.Errorf("loading entries: %w", err)
+		}
 		e := &badger.Entry{Key: key, Value: value}
 		if !exp.IsZero() {
 			if !exp.After(now) {
@@ -356,10 +429,20 @@ func (s *Store) Close() error {
 	return s.closeErr
 }
 
+// Disk reports the free space on the storage's file system and whether
+// writes are admitted, from a reading at most a second old.
+func (s *Store) Disk() Disk { return s.space.disk() }
+
 // badgerTxn adapts a Badger transaction to Reader and Writer.
 type badgerTxn struct {
-	txn   *badger.Txn
-	wrote *bool // set by Put and Delete; nil in a read-only transaction
+	txn *badger.Txn
+	st  *txnState // nil in a read-only transaction
+}
+
+// txnState is what a transaction's Puts and Deletes wrote.
+type txnState struct {
+	wrote bool
+	bytes int64 // about what the memtable log (and value log) will take
 }
 
 func (t badgerTxn) Get(key []byte) ([]byte, error) {
@@ -400,7 +483,8 @@ func (t badgerTxn) Scan(prefix, after []byte, fn func(key, value []byte) error) 
 }
 
 func (t badgerTxn) Put(key, value []byte, ttl time.Duration) error {
-	*t.wrote = true
+	t.st.wrote = true
+	t.st.bytes += int64(len(key) + len(value) + entryOverhead)
 	e := badger.NewEntry(key, value)
 	if ttl > 0 {
 		e = e.WithTTL(ttl)
@@ -409,7 +493,8 @@ func (t badgerTxn) Put(key, value []byte, ttl time.Duration) error {
 }
 
 func (t badgerTxn) Delete(key []byte) error {
-	*t.wrote = true
+	t.st.wrote = true
+	t.st.bytes += int64(len(key) + entryOverhead)
 	return t.txn.Delete(key)
 }
 

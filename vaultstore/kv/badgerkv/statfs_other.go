@@ -1,0 +1,11 @@
+//go:build !linux
+
+package badgerkv
+
+import "errors"
+
+// statfs is not implemented here: writes are not checked against the
+// file system's free space.
+func statfs(string) (int64, error) {
+	return 0, errors.New("free space is not read on this platform")
+}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/tokenvault/tokenvault/vaultstore/kv"
 )
 
 // maxAuditBatch bounds the records one batch transaction writes.
@@ -148,7 +150,9 @@ func (b *auditBatcher) run() {
 			}
 			timer.Stop()
 		}
-		err := b.kv.Update(context.Background(), func(tx Writer) error {
+		// reads wait for their records: these may use the engine's space
+		// reserve, so reads go on while a nearly full disk refuses writes
+		err := b.kv.Update(kv.WithSpaceReserve(context.Background()), func(tx Writer) error {
 			for _, w := range batch {
 				for _, p := range w.puts {
 					if err := p.put(tx); err != nil {

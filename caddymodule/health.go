@@ -13,17 +13,42 @@ import (
 // healthTimeout bounds one health check.
 const healthTimeout = 5 * time.Second
 
-// healthReport is the answer of a health check: "ok" or "unavailable",
+// healthReport is the answer of a health check: "ok", "degraded" (the
+// storage's disk is too full for writes; reads work) or "unavailable",
 // and each part's state. It names failing parts, never their errors
-// (those go to the log).
+// (those go to the log). Disk is there for an engine on a local disk.
 type healthReport struct {
 	Status string            `json:"status"`
 	Checks map[string]string `json:"checks"`
+	Disk   *diskReport       `json:"disk,omitempty"`
 }
 
+// diskReport is the storage's file system in a health report.
+type diskReport struct {
+	// FreeBytes is the space left for the vault on it.
+	FreeBytes int64 `json:"free_bytes"`
+	// MarginBytes is the free space under which writes are refused with
+	// 507; ReadReserveBytes is its last part, which only reads' audit
+	// records may use.
+	MarginBytes      int64 `json:"margin_bytes"`
+	ReadReserveBytes int64 `json:"read_reserve_bytes"`
+	// Writable reports whether writes are admitted.
+	Writable bool `json:"writable"`
+	// RefusedWrites counts writes refused for space since the start.
+	RefusedWrites int64 `json:"refused_writes"`
+}
+
+// Values of checks.disk.
+const (
+	diskOK   = "ok"   // writes admitted
+	diskLow  = "low"  // writes refused (507), reads go on: status degraded, 200
+	diskFull = "full" // reads refused too, their audit records no longer fit: 503
+)
+
 // checkHealth checks every part of the vault: the store answers a write
-// and a read, and a transform worker runs code. It returns 200 or 503
-// and the report.
+// and a read (only a read while its disk is too full for writes), a
+// transform worker runs code, and the storage's disk has room. It
+// returns 200 (status ok or degraded) or 503 and the report.
 func (a *App) checkHealth(ctx context.Context) (int, healthReport) {
 	ctx, cancel := context.WithTimeout(ctx, healthTimeout)
 	defer cancel()
@@ -40,7 +65,23 @@ func (a *App) checkHealth(ctx context.Context) (int, healthReport) {
 		}
 		rep.Checks[part] = "ok"
 	}
-	if rep.Status != "ok" {
+	if d, ok := a.store.Disk(); ok {
+		rep.Disk = &diskReport{FreeBytes: d.FreeBytes, MarginBytes: d.MarginBytes, ReadReserveBytes: d.ReserveBytes,
+			Writable: d.Writable, RefusedWrites: d.RefusedWrites}
+		// the space guard logs its own changes of state, once each
+		switch {
+		case !d.ReadsAudited:
+			rep.Checks["disk"], rep.Status = diskFull, "unavailable"
+		case !d.Writable:
+			rep.Checks["disk"] = diskLow
+			if rep.Status == "ok" {
+				rep.Status = "degraded"
+			}
+		default:
+			rep.Checks["disk"] = diskOK
+		}
+	}
+	if rep.Status == "unavailable" {
 		return http.StatusServiceUnavailable, rep
 	}
 	return http.StatusOK, rep

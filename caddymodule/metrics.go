@@ -135,14 +135,19 @@ func statusClass(code int) string {
 	return strconv.Itoa(code/100) + "xx"
 }
 
-// storeCollector reports the store's size and garbage collection on
-// every scrape.
+// storeCollector reports the store's size and garbage collection, and
+// its disk's free space, on every scrape.
 type storeCollector struct{ store *vaultstore.Store }
 
 var (
 	storeSizeDesc  = prometheus.NewDesc("tokenvault_store_size_bytes", "Size of the store on disk, by part (lsm: keys, vlog: values).", []string{"part"}, nil)
 	storeGCDesc    = prometheus.NewDesc("tokenvault_store_gc_runs_total", "Value-log garbage collection passes that rewrote a file.", nil, nil)
 	storeCacheDesc = prometheus.NewDesc("tokenvault_store_block_cache_bytes", "Bytes of table blocks the storage engine's block cache refers to (pages of the memory-mapped tables, not heap), bounded by block_cache.", nil, nil)
+
+	diskFreeDesc     = prometheus.NewDesc("tokenvault_storage_free_bytes", "Free space on the storage's file system, for the vault.", nil, nil)
+	diskMarginDesc   = prometheus.NewDesc("tokenvault_storage_margin_bytes", "Free space under which writes are refused (507): what the storage engine may write on its own, plus the read reserve.", nil, nil)
+	diskRefusingDesc = prometheus.NewDesc("tokenvault_storage_writes_refused", "1 while writes are refused because the storage's file system is too full, else 0.", nil, nil)
+	diskRefusedDesc  = prometheus.NewDesc("tokenvault_storage_refused_writes_total", "Writes refused because the storage's file system was too full.", nil, nil)
 )
 
 // Describe implements prometheus.Collector.
@@ -150,6 +155,10 @@ func (c storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- storeSizeDesc
 	ch <- storeGCDesc
 	ch <- storeCacheDesc
+	ch <- diskFreeDesc
+	ch <- diskMarginDesc
+	ch <- diskRefusingDesc
+	ch <- diskRefusedDesc
 }
 
 // Collect implements prometheus.Collector.
@@ -159,6 +168,16 @@ func (c storeCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(storeSizeDesc, prometheus.GaugeValue, float64(st.VLogBytes), "vlog")
 	ch <- prometheus.MustNewConstMetric(storeGCDesc, prometheus.CounterValue, float64(st.GCRuns))
 	ch <- prometheus.MustNewConstMetric(storeCacheDesc, prometheus.GaugeValue, float64(st.BlockCacheHeld))
+	if d, ok := c.store.Disk(); ok { // an engine on a local disk
+		refusing := 0.0
+		if !d.Writable {
+			refusing = 1
+		}
+		ch <- prometheus.MustNewConstMetric(diskFreeDesc, prometheus.GaugeValue, float64(d.FreeBytes))
+		ch <- prometheus.MustNewConstMetric(diskMarginDesc, prometheus.GaugeValue, float64(d.MarginBytes))
+		ch <- prometheus.MustNewConstMetric(diskRefusingDesc, prometheus.GaugeValue, refusing)
+		ch <- prometheus.MustNewConstMetric(diskRefusedDesc, prometheus.CounterValue, float64(d.RefusedWrites))
+	}
 }
 
 // poolCollector reports the transform pool's workers and runs on every

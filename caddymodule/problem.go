@@ -176,7 +176,9 @@ func newProblem(status int, detail string) problem {
 // failures are logged with the request's trace id.
 func writeProblem(w http.ResponseWriter, logger *zap.Logger, traceID string, err error) {
 	p := problemFor(err)
-	if p.Status >= 500 {
+	// a disk too full for writes (507) is logged by the storage once, when
+	// it fills and when it has room again, not on every refused request
+	if p.Status >= 500 && p.Status != http.StatusInsufficientStorage {
 		logger.Error("request failed", zap.String("trace_id", traceID), scrubbedError(err))
 	} else if c := logger.Check(zap.DebugLevel, "request refused"); c != nil {
 		c.Write(zap.String("trace_id", traceID), zap.Int("status", p.Status), zap.String("detail", p.Detail))

@@ -430,8 +430,13 @@ func (s *Store) Close() error {
 }
 
 // Disk reports the free space on the storage's file system and whether
-// writes are admitted, from a reading at most a second old.
-func (s *Store) Disk() Disk { return s.space.disk() }
+// writes are admitted, from a reading at most a second old (after Close,
+// the last reading: the margin reads Badger's tables).
+func (s *Store) Disk() Disk {
+	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
+	return s.space.disk(!s.closed)
+}
 
 // badgerTxn adapts a Badger transaction to Reader and Writer.
 type badgerTxn struct {

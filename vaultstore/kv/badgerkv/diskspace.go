@@ -205,11 +205,11 @@ func (g *spaceGuard) refresh() {
 }
 
 // disk reports the file system's state, from a reading at most
-// readingMaxAge old.
-func (g *spaceGuard) disk() Disk {
+// readingMaxAge old when fresh is set, else from the last one.
+func (g *spaceGuard) disk(fresh bool) Disk {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if now := g.now(); now.Sub(g.readAt) >= readingMaxAge {
+	if now := g.now(); fresh && now.Sub(g.readAt) >= readingMaxAge {
 		g.readLocked(now)
 	}
 	d := Disk{Known: g.known, Writable: true, ReadsAudited: true, RefusedWrites: g.refused.Load()}

@@ -99,7 +99,7 @@ func TestSpaceGuardAdmits(t *testing.T) {
 				}
 				// a refusal is the file system being too full for that kind
 				// of write, even when a smaller write would still fit
-				if d := g.disk(); d.RefusedWrites != 1 || d.Writable || d.ReadsAudited == c.reserved {
+				if d := g.disk(true); d.RefusedWrites != 1 || d.Writable || d.ReadsAudited == c.reserved {
 					t.Errorf("disk after the refusal: %+v", d)
 				}
 			}
@@ -158,7 +158,7 @@ func TestSpaceGuardLogsTransitionsOnceAndResumes(t *testing.T) {
 			t.Fatalf("a read's record under the margin: %v", err)
 		}
 	}
-	if d := g.disk(); d.Writable || !d.ReadsAudited || d.FreeBytes > testMargin || d.MarginBytes != testMargin || d.ReserveBytes != testReserve {
+	if d := g.disk(true); d.Writable || !d.ReadsAudited || d.FreeBytes > testMargin || d.MarginBytes != testMargin || d.ReserveBytes != testReserve {
 		t.Errorf("disk while writes are refused: %+v", d)
 	}
 	// a little room is not enough to resume (resumeSlack)
@@ -176,7 +176,7 @@ func TestSpaceGuardLogsTransitionsOnceAndResumes(t *testing.T) {
 			t.Fatalf("a read's record under Badger's share: %v", err)
 		}
 	}
-	if d := g.disk(); d.Writable || d.ReadsAudited {
+	if d := g.disk(true); d.Writable || d.ReadsAudited {
 		t.Errorf("disk when full: %+v", d)
 	}
 
@@ -185,7 +185,7 @@ func TestSpaceGuardLogsTransitionsOnceAndResumes(t *testing.T) {
 	if err := g.admit(1000, false); err != nil {
 		t.Fatalf("a write once space is freed: %v", err)
 	}
-	if d := g.disk(); !d.Writable || !d.ReadsAudited || d.RefusedWrites != 251 {
+	if d := g.disk(true); !d.Writable || !d.ReadsAudited || d.RefusedWrites != 251 {
 		t.Errorf("disk after recovery: %+v (want 251 refused)", d)
 	}
 
@@ -220,7 +220,7 @@ func TestSpaceGuardUnreadableFileSystem(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if d := g.disk(); d.Known || !d.Writable {
+	if d := g.disk(true); d.Known || !d.Writable {
 		t.Errorf("disk: %+v", d)
 	}
 	if logs.Len() != 1 || logs.All()[0].Level != zapcore.WarnLevel {
@@ -334,5 +334,22 @@ func TestOpensAStoreWrittenWithBadgersDefaults(t *testing.T) {
 	}
 	if err := s.Update(context.Background(), func(w kv.Writer) error { return w.Put([]byte("after"), big, 0) }); err != nil {
 		t.Fatalf("a write after reopening: %v", err)
+	}
+}
+
+// Disk after Close answers from the last reading without touching
+// Badger's closed tables.
+func TestDiskAfterClose(t *testing.T) {
+	s, err := Open(Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := s.Disk()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(readingMaxAge + 100*time.Millisecond) // the reading is stale
+	if after := s.Disk(); !after.Known || after.MarginBytes != before.MarginBytes {
+		t.Errorf("disk after Close: %+v, before: %+v", after, before)
 	}
 }

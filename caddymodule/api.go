@@ -213,7 +213,7 @@ func (h *API) serve(w http.ResponseWriter, r *http.Request) (operation, tenantID
 		repl.Set("http.auth.user.id", p.Application.ID) // the access log's user_id
 	}
 	if rt.perm != "" && !p.Application.Can(rt.perm) {
-		return fail(vaultstore.ErrForbidden)
+		return fail(&vaultstore.PermissionError{Permission: rt.perm})
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
 	c := &call{w: w, r: r, params: params, principal: p, store: h.store, api: h}

@@ -126,6 +126,7 @@ func rawProblemFor(err error) problem {
 		je *strictjson.Error
 		ae *apiError
 		ee *egress.Error
+		pe *vaultstore.PermissionError
 	)
 	switch {
 	case errors.As(err, &ae):
@@ -148,6 +149,8 @@ func rawProblemFor(err error) problem {
 		return p
 	case errors.Is(err, vaultstore.ErrUnauthenticated):
 		return newProblem(http.StatusUnauthorized, unauthenticatedDetail)
+	case errors.As(err, &pe):
+		return newProblem(http.StatusForbidden, pe.Error())
 	case errors.Is(err, vaultstore.ErrForbidden):
 		return newProblem(http.StatusForbidden, "the application is not permitted to do this")
 	case errors.Is(err, vaultstore.ErrNotFound):

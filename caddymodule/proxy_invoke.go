@@ -184,7 +184,7 @@ func (f *forwarder) resolve(r *http.Request, pinnedKey string) (*invocation, err
 		inv.app = app
 	}
 	if principal != nil && !principal.Application.Can("token:use") {
-		return nil, errStatus(http.StatusForbidden, "invoking a proxy with an API key needs the token:use permission")
+		return nil, &vaultstore.PermissionError{Permission: "token:use", Action: "invoking a proxy with an API key"}
 	}
 	if inv.dest, err = f.app.egress.CheckURL(p.DestinationURL); err != nil {
 		return nil, err
@@ -210,7 +210,7 @@ func (f *forwarder) resolveEphemeral(r *http.Request, principal *vaultstore.Prin
 		return nil, errStatus(http.StatusForbidden, "ephemeral proxies are disabled for this tenant")
 	}
 	if !principal.Application.Can("token:use") {
-		return nil, errStatus(http.StatusForbidden, "invoking a proxy with an API key needs the token:use permission")
+		return nil, &vaultstore.PermissionError{Permission: "token:use", Action: "invoking a proxy with an API key"}
 	}
 	if u, err := url.Parse(raw); err != nil || !u.IsAbs() || u.Host == "" {
 		return nil, errField(f.headers.proxyURL, "must be an absolute https URL")

@@ -128,27 +128,82 @@ func (a *Application) Can(perm string) bool {
 }
 
 // Authorize decides a token operation on a container: it returns the
-// transform for data the caller gets back, or ErrForbidden. With access
-// rules the first rule by priority that covers the container and grants
-// perm decides; with plain permissions, token:use reveals and every other
-// permission masks.
+// transform for data the caller gets back, or a *PermissionError (an
+// ErrForbidden) naming perm, and the container when access rules decided.
+// With access rules the first rule by priority that covers the container
+// and grants perm decides; with plain permissions, token:use reveals and
+// every other permission masks.
 func (a *Application) Authorize(perm, container string) (string, error) {
+	if transform, ok := a.grant(perm, container); ok {
+		return transform, nil
+	}
+	e := &PermissionError{Permission: perm}
+	if len(a.Rules) > 0 {
+		e.Container = container
+	}
+	return "", e
+}
+
+// grant is Authorize without the error, for scans that skip what the
+// caller may not see.
+func (a *Application) grant(perm, container string) (string, bool) {
 	if len(a.Rules) == 0 {
 		if !slices.Contains(a.Permissions, perm) {
-			return "", ErrForbidden
+			return "", false
 		}
 		if perm == "token:use" {
-			return TransformReveal, nil
+			return TransformReveal, true
 		}
-		return TransformMask, nil
+		return TransformMask, true
 	}
 	for _, r := range a.Rules { // kept sorted by priority
 		if containerCovers(r.Container, container) && slices.Contains(r.Permissions, perm) {
-			return r.Transform, nil
+			return r.Transform, true
 		}
 	}
-	return "", ErrForbidden
+	return "", false
 }
+
+// PermissionError is the ErrForbidden of an operation the caller's
+// application may not do. It names the permission (a name from the
+// permission table, never a submitted value) and, when access rules
+// decided, the container of the token; it never holds token data.
+type PermissionError struct {
+	// Permission is the permission the operation needs, such as
+	// "token:read".
+	Permission string
+	// Container is the token's container when the application's access
+	// rules were searched for one that grants Permission on it; "" when
+	// the application lacks the permission outright.
+	Container string
+	// Transform, when set, is the transform the grant must have: changing
+	// a token's mask needs token:read with "reveal".
+	Transform string
+	// Action, when set, says what needed the permission ("changing a
+	// token's mask"); the message then starts with it.
+	Action string
+}
+
+// Error says which permission is missing, and where.
+func (e *PermissionError) Error() string {
+	what := e.Permission
+	if e.Transform != "" {
+		what += " with transform " + e.Transform
+	}
+	switch {
+	case e.Action == "" && e.Container == "":
+		return "the application lacks the permission " + what
+	case e.Action == "":
+		return "no access rule of the application gives " + what + " on container " + e.Container
+	case e.Container == "":
+		return e.Action + " needs the permission " + what + ", which the application lacks"
+	}
+	return e.Action + " needs " + what + " on container " + e.Container + ", which no access rule of the application gives"
+}
+
+// Is reports whether target is ErrForbidden, so that every
+// PermissionError matches it.
+func (e *PermissionError) Is(target error) bool { return target == ErrForbidden }
 
 // validateGrants checks permissions and rules against the application
 // type, normalizing rule containers and sorting rules by priority.

@@ -16,7 +16,7 @@ import (
 // container, and how many match in all. Tokens whose container the
 // caller may not search, and expired tokens, neither match nor count.
 // A malformed query is a *ValidationError on "query"; a caller without
-// token:search anywhere gets ErrForbidden.
+// token:search anywhere gets a *PermissionError.
 //
 // A query that ANDs a data, fingerprint or id term (or ORs only such
 // terms) is answered from those indexes: data terms look up the keyed
@@ -26,7 +26,7 @@ import (
 // index and opening a token only when another term needs it.
 func (s *Store) SearchTokens(ctx context.Context, req TokenRequest, query string, offset, limit int) ([]*Token, int, error) {
 	if !req.Application.Can("token:search") {
-		return nil, 0, ErrForbidden
+		return nil, 0, &PermissionError{Permission: "token:search"}
 	}
 	q, err := parseSearchQuery(query)
 	if err != nil {
@@ -61,8 +61,8 @@ func (s *Store) SearchTokens(ctx context.Context, req TokenRequest, query string
 	out := make([]*Token, 0, len(page))
 	ids := make([]string, 0, len(page))
 	for _, rec := range page {
-		transform, err := req.Application.Authorize("token:search", rec.container())
-		if err != nil {
+		transform, ok := req.Application.grant("token:search", rec.container())
+		if !ok {
 			continue // not reached: the page holds only searchable tokens
 		}
 		tok, err := s.shape(rec, transform)
@@ -361,8 +361,8 @@ func orderCreated(rest []byte) (time.Time, bool) {
 }
 
 func (e *searchExec) searchable(container string) bool {
-	_, err := e.req.Application.Authorize("token:search", container)
-	return err == nil
+	_, ok := e.req.Application.grant("token:search", container)
+	return ok
 }
 
 // match evaluates the query on a token.

@@ -26,8 +26,7 @@ func (s *Store) liveTokenTotal(r Reader, tk *tenantKeys, req TokenRequest, f Tok
 		}
 		ok, seen := readable[c.container]
 		if !seen {
-			_, authErr := req.Application.Authorize("token:read", c.container)
-			ok = authErr == nil
+			_, ok = req.Application.grant("token:read", c.container)
 			readable[c.container] = ok
 		}
 		return ok

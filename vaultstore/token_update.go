@@ -132,13 +132,12 @@ func maskAfter(old any, typ *TokenType, m any) any {
 	return mergePatch(old, m)
 }
 
-// mayReadRevealed returns ErrForbidden unless the application may read
-// tokens of the container revealed. Changing a token's mask takes that
-// right: a mask decides what every masked reader sees.
+// mayReadRevealed returns a *PermissionError unless the application may
+// read tokens of the container revealed. Changing a token's mask takes
+// that right: a mask decides what every masked reader sees.
 func mayReadRevealed(app *Application, container string) error {
-	transform, err := app.Authorize("token:read", container)
-	if err != nil || transform != TransformReveal {
-		return fmt.Errorf("changing a token's mask needs the right to read it revealed: %w", ErrForbidden)
+	if transform, ok := app.grant("token:read", container); !ok || transform != TransformReveal {
+		return &PermissionError{Permission: "token:read", Transform: TransformReveal, Container: container, Action: "changing a token's mask"}
 	}
 	return nil
 }
@@ -147,8 +146,8 @@ func mayReadRevealed(app *Application, container string) error {
 // only to a caller who may also read the token; otherwise the answer
 // leaves out data, metadata and every expression.
 func (s *Store) shapeUpdated(app *Application, rec *tokenRecord, updateTransform string) (*Token, error) {
-	readTransform, err := app.Authorize("token:read", rec.container())
-	if err != nil {
+	readTransform, ok := app.grant("token:read", rec.container())
+	if !ok {
 		tok := rec.Token
 		tok.Data, tok.Metadata, tok.Mask, tok.SearchIndexes, tok.FingerprintExpression = nil, nil, nil, nil, ""
 		return &tok, nil

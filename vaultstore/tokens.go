@@ -652,8 +652,8 @@ func (s *Store) CreateToken(ctx context.Context, req TokenRequest, in TokenInput
 // to a caller who may read it.
 func (s *Store) shapeCreated(app *Application, rec *tokenRecord, transform string, deduplicated bool) (*Token, error) {
 	if deduplicated {
-		readTransform, err := app.Authorize("token:read", rec.container())
-		if err != nil {
+		readTransform, ok := app.grant("token:read", rec.container())
+		if !ok {
 			return &Token{ID: rec.ID, Type: rec.Type, TenantID: rec.TenantID, Fingerprint: rec.Fingerprint,
 				Containers: rec.Containers, Extras: &TokenExtras{Deduplicated: true}}, nil
 		}
@@ -869,7 +869,7 @@ func (s *Store) ListTokens(ctx context.Context, req TokenRequest, f TokenFilter,
 				} else if err != nil {
 					return err
 				}
-				if _, err := req.Application.Authorize("token:read", rec.container()); err == nil && f.matches(rec) {
+				if _, ok := req.Application.grant("token:read", rec.container()); ok && f.matches(rec) {
 					recs = append(recs, rec)
 				}
 			}
@@ -895,7 +895,7 @@ func (s *Store) ListTokens(ctx context.Context, req TokenRequest, f TokenFilter,
 			if !o.expires.IsZero() && !now.Before(o.expires) {
 				return nil
 			}
-			if _, err := req.Application.Authorize("token:read", o.container); err != nil {
+			if _, ok := req.Application.grant("token:read", o.container); !ok {
 				return nil
 			}
 			if decided, match := f.decidedByOrder(o); decided && (!match || total < offset || len(page) >= limit) {
@@ -927,8 +927,8 @@ func (s *Store) ListTokens(ctx context.Context, req TokenRequest, f TokenFilter,
 	out := make([]*Token, 0, len(page))
 	ids := make([]string, 0, len(page))
 	for _, rec := range page {
-		transform, err := req.Application.Authorize("token:read", rec.container())
-		if err != nil {
+		transform, ok := req.Application.grant("token:read", rec.container())
+		if !ok {
 			continue
 		}
 		tok, err := s.shape(rec, transform)

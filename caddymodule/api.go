@@ -215,6 +215,9 @@ func (h *API) serve(w http.ResponseWriter, r *http.Request) (operation, tenantID
 	if rt.perm != "" && !p.Application.Can(rt.perm) {
 		return fail(&vaultstore.PermissionError{Permission: rt.perm})
 	}
+	if err := checkQuery(r.URL.RawQuery); err != nil {
+		return fail(err)
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
 	c := &call{w: w, r: r, params: params, principal: p, store: h.store, api: h}
 	run := rt.handle

@@ -39,11 +39,17 @@ func listApplications(c *call) error {
 	if err != nil {
 		return err
 	}
+	ids := q["id"]
+	types := slices.DeleteFunc(q["type"], func(t string) bool { return t == "" }) // an empty type= is no filter
+	for _, t := range types {
+		if vaultstore.PermissionsFor(t) == nil {
+			return errField("type", "type must be private, public or management")
+		}
+	}
 	apps, err := c.store.ListApplications(c.ctx(), c.tenantID())
 	if err != nil {
 		return err
 	}
-	ids, types := q["id"], q["type"]
 	apps = slices.DeleteFunc(apps, func(a *vaultstore.Application) bool {
 		return (len(ids) > 0 && !slices.Contains(ids, a.ID)) || (len(types) > 0 && !slices.Contains(types, a.Type))
 	})

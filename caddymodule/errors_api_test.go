@@ -73,3 +73,70 @@ func TestForbiddenNamesPermission(t *testing.T) {
 		}
 	}
 }
+
+// TestBadQueryValues: a query value the API cannot use is a 400 naming
+// the parameter in errors, on every endpoint that reads one, instead of a
+// 200 that silently ignores it or matches nothing.
+func TestBadQueryValues(t *testing.T) {
+	e := newTokenEnv(t, false, true)
+	e.create(tvRoleReveal, tvCardBody())
+	for _, tc := range []struct {
+		role, path, field string
+	}{
+		{tvRoleMgmt, "/logs?entity_type=bogus", "entity_type"},
+		{tvRoleMgmt, "/logs?entity_type=Token", "entity_type"},
+		{tvRoleMgmt, "/logs?start_date=yesterday", "start_date"},
+		{tvRoleMgmt, "/logs?end_date=2024-13-45", "end_date"},
+		{tvRoleMgmt, "/logs?start_date=2024-02-01&end_date=2024-01-01", "end_date"},
+		{tvRoleMgmt, "/logs?size=-1", "size"},
+		{tvRoleMgmt, "/logs?size=0", "size"},
+		{tvRoleMgmt, "/logs?size=101", "size"},
+		{tvRoleMgmt, "/logs?size=ten", "size"},
+		{tvRoleMgmt, "/logs?page=0", "page"},
+		{tvRoleMgmt, "/logs?start=not-a-cursor", "start"},
+		{tvRoleMask, "/tokens?type=bogus", "type"},
+		{tvRoleMask, "/tokens?container=pci", "container"},
+		{tvRoleMask, "/tokens?container=/pci/h%20igh/", "container"},
+		{tvRoleMask, "/tokens?page=-1", "page"},
+		{tvRoleMask, "/tokens?size=1000", "size"},
+		{tvRoleMask, "/tokens?metadata=%7Bbad", "metadata"},
+		{tvRoleMask, "/tokens?metadata.=x", "metadata"},
+		{tvRoleMask, "/tokens?size=%zz", "size"},
+		{tvRoleMask, "/tokens?size=10;page=2", "size"},
+		{tvRoleMask, "/v2/tokens?type=bogus", "type"},
+		{tvRoleMask, "/v2/tokens?container=/pci", "container"},
+		{tvRoleMask, "/v2/tokens?start=not-a-cursor", "start"},
+		{tvRoleMask, "/v2/tokens?size=0", "size"},
+		{tvRoleMgmt, "/applications?type=admin", "type"},
+		{tvRoleMgmt, "/applications?size=-5", "size"},
+		{tvRoleMgmt, "/proxies?page=abc", "page"},
+		{tvRoleMgmt, "/reactors?size=-5", "size"},
+		{tvRoleMgmt, "/permissions?application_type=admin", "application_type"},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			tvWantProblem(t, e.do(tc.role, http.MethodGet, tc.path, nil), http.StatusBadRequest, tc.path, tc.field)
+		})
+	}
+
+	// good values still work, an empty value is no filter
+	for _, tc := range []struct {
+		role, path string
+		items      int // -1: not counted
+	}{
+		{tvRoleMgmt, "/logs?entity_type=token&start_date=2024-01-01&end_date=2999-01-01", -1},
+		{tvRoleMask, "/tokens?type=card&container=/PCI/HIGH/", 1},
+		{tvRoleMask, "/tokens?type=bank", 0},
+		{tvRoleMask, "/tokens?type=&container=", 1},
+		{tvRoleMask, "/v2/tokens?type=card", 1},
+		{tvRoleMgmt, "/applications?type=private&type=", -1},
+	} {
+		r := e.do(tc.role, http.MethodGet, tc.path, nil)
+		if r.status != http.StatusOK {
+			t.Errorf("%s: %s, want 200", tc.path, r)
+			continue
+		}
+		if data, _ := tvField(r.body, "data").([]any); tc.items >= 0 && len(data) != tc.items {
+			t.Errorf("%s: %d items, want %d: %s", tc.path, len(data), tc.items, r.raw)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"encoding/base64"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -65,6 +66,9 @@ func listLogs(c *call) error {
 	}
 	q := c.r.URL.Query()
 	f := vaultstore.AuditFilter{EntityType: q.Get("entity_type"), EntityID: q.Get("entity_id")}
+	if f.EntityType != "" && !slices.ContainsFunc(logEntityTypes, func(t entityType) bool { return t.Value == f.EntityType }) {
+		return errField("entity_type", "entity_type must be one of "+entityTypeValues()+" (GET /logs/entity-types)")
+	}
 	for _, d := range []struct {
 		name string
 		to   *time.Time
@@ -74,6 +78,9 @@ func listLogs(c *call) error {
 				return err
 			}
 		}
+	}
+	if !f.Since.IsZero() && !f.Until.IsZero() && f.Until.Before(f.Since) {
+		return errField("end_date", "end_date must not be before start_date")
 	}
 	// clients that page with page=N (the Node SDK does) get the same
 	// pages: the cursor of page N is found by walking the ones before
@@ -111,15 +118,28 @@ type entityType struct {
 	Value       string `json:"value"`
 }
 
+// logEntityTypes are the kinds of entity audit records name, the values
+// of GET /logs?entity_type=.
+var logEntityTypes = []entityType{
+	{"Application", "application"},
+	{"API Key", "key"},
+	{"Hostname", "hostname"},
+	{"Proxy", "proxy"},
+	{"Reactor", "reactor"},
+	{"Tenant", "tenant"},
+	{"Token", "token"},
+}
+
+// entityTypeValues lists the values of logEntityTypes: "application, key, ...".
+func entityTypeValues() string {
+	values := make([]string, len(logEntityTypes))
+	for i, t := range logEntityTypes {
+		values[i] = t.Value
+	}
+	return strings.Join(values, ", ")
+}
+
 // listLogEntityTypes: GET /logs/entity-types.
 func listLogEntityTypes(c *call) error {
-	return writeJSON(c.w, http.StatusOK, []entityType{
-		{"Application", "application"},
-		{"API Key", "key"},
-		{"Hostname", "hostname"},
-		{"Proxy", "proxy"},
-		{"Reactor", "reactor"},
-		{"Tenant", "tenant"},
-		{"Token", "token"},
-	})
+	return writeJSON(c.w, http.StatusOK, logEntityTypes)
 }

@@ -48,7 +48,10 @@ func listTokens(c *call) error {
 	if err != nil {
 		return err
 	}
-	filter := tokenFilter(q, metadata)
+	filter, err := tokenFilter(q, metadata)
+	if err != nil {
+		return err
+	}
 	toks, total, err := c.store.ListTokens(c.ctx(), c.tokenRequest(), filter, pageOffset(number, size), size)
 	if err != nil {
 		return err
@@ -57,10 +60,20 @@ func listTokens(c *call) error {
 }
 
 // tokenFilter reads the list filters: id (repeated), type, container,
-// fingerprint and metadata.
-func tokenFilter(q url.Values, metadata map[string]string) vaultstore.TokenFilter {
-	container, _ := vaultstore.NormalizeContainer(q.Get("container"))
-	return vaultstore.TokenFilter{IDs: q["id"], Metadata: metadata, Type: q.Get("type"), Container: container, Fingerprint: q.Get("fingerprint")}
+// fingerprint and metadata. An unknown type or a malformed container is
+// refused rather than matching nothing, or everything.
+func tokenFilter(q url.Values, metadata map[string]string) (vaultstore.TokenFilter, error) {
+	f := vaultstore.TokenFilter{IDs: q["id"], Metadata: metadata, Type: q.Get("type"), Fingerprint: q.Get("fingerprint")}
+	if _, ok := vaultstore.LookupTokenType(f.Type); f.Type != "" && !ok {
+		return f, errField("type", "type must be token, card or bank")
+	}
+	if c := q.Get("container"); c != "" {
+		var ok bool
+		if f.Container, ok = vaultstore.NormalizeContainer(c); !ok {
+			return f, errField("container", "container must start and end with / and use only a-z, 0-9, _ and -")
+		}
+	}
+	return f, nil
 }
 
 // listTokensV2: GET /v2/tokens, as GET /tokens with cursor pagination.
@@ -77,7 +90,10 @@ func listTokensV2(c *call) error {
 	if err != nil {
 		return err
 	}
-	filter := tokenFilter(c.r.URL.Query(), metadata)
+	filter, err := tokenFilter(c.r.URL.Query(), metadata)
+	if err != nil {
+		return err
+	}
 	toks, total, err := c.store.ListTokens(c.ctx(), c.tokenRequest(), filter, offset, size)
 	if err != nil {
 		return err
@@ -184,7 +200,7 @@ func metadataFilter(rawQuery string) (map[string]string, error) {
 			continue
 		}
 		if key == "" {
-			continue
+			return nil, errField("metadata", "a metadata filter needs a key: metadata.<key>=<value>")
 		}
 		if out == nil {
 			out = map[string]string{}

@@ -2,8 +2,11 @@ package caddymodule
 
 import (
 	"net/http"
+	"net/netip"
 	"strings"
 	"testing"
+
+	"github.com/tokenvault/tokenvault/egress"
 )
 
 // TestForbiddenNamesPermission: a 403 says which permission is missing,
@@ -138,5 +141,54 @@ func TestBadQueryValues(t *testing.T) {
 		if data, _ := tvField(r.body, "data").([]any); tc.items >= 0 && len(data) != tc.items {
 			t.Errorf("%s: %d items, want %d: %s", tc.path, len(data), tc.items, r.raw)
 		}
+	}
+}
+
+// TestEgressRefusalHints: a destination the egress policy refuses says
+// which setting of the vault global option would allow it, when saving a
+// proxy and when invoking one; it names an address only where the caller
+// wrote it, and never repeats credentials or the rest of the URL.
+func TestEgressRefusalHints(t *testing.T) {
+	e, cardID := newProxyEnv(t, nil)
+	setEgress(t, e, &egress.Policy{Resolver: mapResolver{"internal.example": netip.MustParseAddr("10.0.0.5")}})
+	body := map[string]any{"n": "{{ " + cardID + " }}"}
+	for _, tc := range []struct {
+		name, url, hint string
+	}{
+		{"http", "http://example.com/pay?card=" + tvCard, "egress { allow_http }"},
+		{"loopback literal", "https://127.0.0.1:9/pay", "egress { allow_network 127.0.0.1/32 }"},
+		{"IPv6 loopback literal", "https://[::1]:9/pay", "egress { allow_network ::1/128 }"},
+		{"credentials", "https://user:sekrit-pass@example.com/", ""},
+		{"embedded IPv4", "https://[64:ff9b::7f00:1]/", ""},
+		{"private address by name", "https://internal.example/pay", "egress { allow_network <cidr> }"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			check := func(what, detail string) {
+				t.Helper()
+				if tc.hint != "" && !strings.Contains(detail, tc.hint) {
+					t.Errorf("%s: %q does not hint %q", what, detail, tc.hint)
+				}
+				if tc.hint == "" && strings.Contains(detail, "egress {") {
+					t.Errorf("%s: %q hints a setting, want none", what, detail)
+				}
+				for _, s := range []string{"sekrit", tvCard, "10.0.0.5", "/pay"} {
+					if strings.Contains(detail, s) {
+						t.Errorf("%s: %q repeats %q", what, detail, s)
+					}
+				}
+			}
+			if tc.name != "private address by name" { // a name passes the save-time check
+				r := e.do(tvRoleMgmt, http.MethodPost, "/proxies", map[string]any{"name": "p", "destination_url": tc.url})
+				tvWantProblem(t, r, http.StatusBadRequest, "save", "destination_url")
+				msgs, _ := tvField(r.body, "errors", "destination_url").([]any)
+				if len(msgs) != 1 {
+					t.Fatalf("save: %s", r)
+				}
+				check("save", msgs[0].(string))
+			}
+			r := e.do("user", http.MethodPost, "/proxy", body, "SVC-PROXY-URL", tc.url)
+			wantEgressRefusal(t, r, "ephemeral")
+			check("ephemeral", tvStr(r.body, "proxy_error", "detail"))
+		})
 	}
 }

@@ -134,7 +134,7 @@ func rawProblemFor(err error) problem {
 		p.Errors = ae.fields
 		return p
 	case errors.As(err, &ee):
-		return newProblem(http.StatusForbidden, "the egress policy refuses the destination: "+ee.Reason)
+		return newProblem(http.StatusForbidden, "the egress policy refuses the destination: "+egressReason(ee))
 	case errors.Is(err, strictjson.ErrTooLarge):
 		return newProblem(http.StatusRequestEntityTooLarge, "the request body is larger than 1 MB")
 	case errors.As(err, &je):
@@ -232,11 +232,23 @@ func writeJSON(w http.ResponseWriter, status int, v any) error {
 	return err
 }
 
-// egressReason is the policy's reason for refusing a destination.
+// egressReason is the policy's reason for refusing a destination, with
+// the setting of the vault global option that would allow it. It names
+// the destination's address only where the caller wrote it in the URL.
 func egressReason(err error) string {
 	var ee *egress.Error
-	if errors.As(err, &ee) {
-		return ee.Reason
+	if !errors.As(err, &ee) {
+		return "the destination is not allowed"
 	}
-	return "the destination is not allowed"
+	switch ee.Remedy {
+	case egress.RemedyAllowHTTP:
+		return ee.Reason + "; the vault's operator can allow http destinations with egress { allow_http }"
+	case egress.RemedyAllowNetwork:
+		network := "<cidr>"
+		if ee.Network.IsValid() {
+			network = ee.Network.String()
+		}
+		return ee.Reason + "; the vault's operator can allow it with egress { allow_network " + network + " }"
+	}
+	return ee.Reason
 }

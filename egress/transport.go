@@ -113,7 +113,7 @@ func (p *Policy) allowedAddrs(ctx context.Context, network, host string) ([]neti
 	}
 	if a, err := netip.ParseAddr(host); err == nil {
 		if !p.Allowed(a) {
-			return nil, refuseAddr(a)
+			return nil, p.refuseAddrOf(a)
 		}
 		return []netip.Addr{a}, nil
 	}
@@ -132,7 +132,7 @@ func (p *Policy) allowedAddrs(ctx context.Context, network, host string) ([]neti
 		}
 	}
 	if len(addrs) == 0 {
-		return nil, refuse("destination host " + host + " has no address allowed by the egress policy")
+		return nil, p.refuseResolved("destination host "+host+" has no address allowed by the egress policy", ips)
 	}
 	return addrs, nil
 }
@@ -156,7 +156,9 @@ func (p *Policy) control(_, address string, _ syscall.RawConn) error {
 		return refuse("destination address is not an IP address")
 	}
 	if !p.Allowed(ap.Addr()) {
-		return refuseAddr(ap.Addr())
+		e := refuseAddr(ap.Addr())
+		e.Remedy = p.refuseResolved("", []netip.Addr{ap.Addr()}).Remedy
+		return e
 	}
 	return nil
 }

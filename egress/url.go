@@ -64,6 +64,10 @@ func (p *Policy) CheckURL(raw string) (*url.URL, error) {
 	case u.Scheme == "http" && allowHTTP:
 	case allowHTTP:
 		return nil, refuse(reasonHTTP)
+	case u.Scheme == "http":
+		e := refuse(reasonHTTPS)
+		e.Remedy = RemedyAllowHTTP
+		return nil, e
 	default:
 		return nil, refuse(reasonHTTPS)
 	}
@@ -89,7 +93,7 @@ func (p *Policy) CheckURL(raw string) (*url.URL, error) {
 			return nil, refuse(reasonHost)
 		}
 		if !p.Allowed(addr) {
-			return nil, refuseAddr(addr)
+			return nil, p.refuseAddrOf(addr)
 		}
 	} else if addr, err := netip.ParseAddr(host); err == nil {
 		// netip accepts only the canonical dotted quad for IPv4 (no octal,
@@ -99,7 +103,7 @@ func (p *Policy) CheckURL(raw string) (*url.URL, error) {
 			return nil, refuse(reasonHost)
 		}
 		if !p.Allowed(addr) {
-			return nil, refuseAddr(addr)
+			return nil, p.refuseAddrOf(addr)
 		}
 	} else if !isDNSName(host) {
 		return nil, refuse(reasonHost)

@@ -330,8 +330,10 @@ func TestDiskFillsUnderWriteLoad(t *testing.T) {
 // it was open, as a crash leaves it). Once space is freed it opens with
 // every write.
 func TestOpenRefusesOnAFullDisk(t *testing.T) {
+	// less than a memtable (2 MB), so no flush runs while the image is
+	// copied: the image is what a crash at that moment leaves
 	const (
-		entries   = 3000
+		entries   = 1200
 		valueSize = 1000
 	)
 	for _, crashed := range []bool{false, true} {
@@ -350,6 +352,7 @@ func TestOpenRefusesOnAFullDisk(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			t.Cleanup(func() { s.Close() }) // before the unmount, whatever fails
 			var keys []string
 			for i := 0; i < entries; i++ {
 				key := fmt.Sprintf("k/%06d", i)
@@ -373,9 +376,9 @@ func TestOpenRefusesOnAFullDisk(t *testing.T) {
 			filler := fillTo(t, fsDir, "filler", 0)
 
 			opts.Dir = dir
-			s, err = Open(opts)
+			s2, err := Open(opts)
 			if err == nil {
-				s.Close()
+				s2.Close()
 				t.Fatalf("Open on a full file system (%d bytes free) succeeded", freeOn(t, fsDir))
 			}
 			if !errors.Is(err, kv.ErrNoSpace) || !errors.Is(err, kv.ErrUnavailable) || !strings.Contains(err.Error(), "free space and start again") {
@@ -389,12 +392,12 @@ func TestOpenRefusesOnAFullDisk(t *testing.T) {
 			if err := os.Remove(filler); err != nil {
 				t.Fatal(err)
 			}
-			s, err = Open(opts)
+			s3, err := Open(opts)
 			if err != nil {
 				t.Fatalf("Open once space was freed: %v", err)
 			}
-			defer s.Close()
-			checkKeys(t, s, keys, valueSize)
+			t.Cleanup(func() { s3.Close() })
+			checkKeys(t, s3, keys, valueSize)
 		})
 	}
 }

@@ -192,3 +192,30 @@ func TestEgressRefusalHints(t *testing.T) {
 		})
 	}
 }
+
+// TestScriptErrorPositions: a reactor's syntax error, when it is saved, and
+// its runtime error, when it runs, give the line and column in the
+// tenant's own code.
+func TestScriptErrorPositions(t *testing.T) {
+	e, _ := newProxyEnv(t, nil)
+	r := e.do(tvRoleMgmt, http.MethodPost, "/reactors", map[string]any{"name": "bad", "code": "module.exports = async function (req) {"})
+	tvWantProblem(t, r, http.StatusBadRequest, "one-line syntax error", "code")
+	if got := tvStr(r.body, "errors", "code", 0); got != "SyntaxError: Unexpected end of input (line 1, column 40)" {
+		t.Errorf("one-line syntax error: %q", got)
+	}
+	r = e.do(tvRoleMgmt, http.MethodPost, "/reactors", map[string]any{"name": "bad", "code": "module.exports = (req) => {\n  return req..args;\n};"})
+	tvWantProblem(t, r, http.StatusBadRequest, "multi-line syntax error", "code")
+	if got := tvStr(r.body, "errors", "code", 0); !strings.HasSuffix(got, "(line 2, column 13)") {
+		t.Errorf("multi-line syntax error: %q", got)
+	}
+
+	r = e.do(tvRoleMgmt, http.MethodPost, "/applications", map[string]any{"name": "invoker", "type": "private", "permissions": []string{"reactor:invoke"}})
+	tvWantStatus(t, r, http.StatusCreated, "invoker")
+	e.keys["invoker"] = tvStr(r.body, "key")
+	r = e.do(tvRoleMgmt, http.MethodPost, "/reactors", map[string]any{"name": "throws", "code": "module.exports = async (req) => {\n  const x = req.args.missing;\n  return x.field;\n};"})
+	tvWantStatus(t, r, http.StatusCreated, "reactor")
+	r = e.do("invoker", http.MethodPost, "/reactors/"+tvStr(r.body, "id")+"/react", map[string]any{"args": map[string]any{}})
+	if !strings.HasSuffix(tvStr(r.body, "detail"), "TypeError: Cannot read property 'field' of undefined (line 3, column 12)") {
+		t.Errorf("runtime error: %s", r)
+	}
+}

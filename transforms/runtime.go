@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -107,6 +109,9 @@ type jobRuntime struct {
 	moduleCalls int // module file calls (module_files.go)
 	nextSeq     uint64
 	pending     map[uint64]pendingCall
+
+	// code is the run's tenant code, for the positions of its errors.
+	code string
 
 	// sig is the run's signals, for the synchronous module file calls;
 	// early holds svc replies that arrived during one, for settle.
@@ -346,7 +351,7 @@ func (rt *jobRuntime) run(prog *goja.Program, j *jobFrame, sig jobSignals) (res 
 		}
 	}()
 	fail := func(err error) runOutcome { return rt.failure(err, sig) }
-	rt.sig = sig
+	rt.sig, rt.code = sig, j.Code
 
 	wrapper, err := rt.vm.RunProgram(prog)
 	if err != nil {
@@ -490,6 +495,7 @@ type thrown struct {
 	Message string              `json:"message"`
 	Status  float64             `json:"status"`
 	Errors  map[string][]string `json:"errors"`
+	Stack   string              `json:"stack"` // the "at" lines of an Error's stack
 	Custom  *struct {
 		Status  float64 `json:"status"`
 		Headers *string `json:"headers"`
@@ -521,6 +527,29 @@ func (rt *jobRuntime) errorFrom(err error, sig jobSignals) *errFrame {
 	return &errFrame{Kind: KindCrash, Message: "the JavaScript engine failed: " + truncate(err.Error(), 200)}
 }
 
+// stackPosition finds the first frame of a stack (goja's "at" lines) in
+// the tenant's code, and returns its position in the code of the run.
+func (rt *jobRuntime) stackPosition(stack string) (line, col int, ok bool) {
+	for frame := range strings.SplitSeq(stack, "\n") {
+		m := tenantFramePattern.FindStringSubmatch(frame)
+		if m == nil {
+			continue
+		}
+		l, err1 := strconv.Atoi(m[1])
+		c, err2 := strconv.Atoi(m[2])
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		line, col, _ = codePosition(rt.code, l, c)
+		return line, col, true
+	}
+	return 0, 0, false
+}
+
+// tenantFramePattern matches a stack frame in the tenant's code:
+// "\tat transform.js:1:113(4)" or "\tat f (transform.js:2:15(2))".
+var tenantFramePattern = regexp.MustCompile(`^\s*at (?:.*\()?` + regexp.QuoteMeta(tenantFile) + `:(\d{1,9}):(\d{1,9})`)
+
 // describe turns a thrown value into an error frame.
 func (rt *jobRuntime) describe(v goja.Value, sig jobSignals) *errFrame {
 	d, err := rt.helpers.describeError(goja.Undefined(), v)
@@ -540,6 +569,9 @@ func (rt *jobRuntime) describe(v goja.Value, sig jobSignals) *errFrame {
 		msg = t.Name + ": " + t.Message
 		if t.Message == "" {
 			msg = t.Name
+		}
+		if line, col, ok := rt.stackPosition(t.Stack); ok {
+			msg = truncate(msg, maxMessage-len(positionText(line, col))) + positionText(line, col)
 		}
 	}
 	ef := &errFrame{Kind: KindRuntime, Message: truncate(msg, maxMessage)}

@@ -2,8 +2,10 @@ package transforms
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"regexp/syntax"
+	"sort"
 	"unicode/utf8"
 
 	"github.com/dop251/goja"
@@ -13,11 +15,16 @@ import (
 
 // The CommonJS wrapper. The code is compiled as the body of this function,
 // on the wrapper's first line like Node does, so that top-level return
-// works and line numbers match the tenant's source.
+// works and line numbers match the tenant's source; codePosition maps
+// positions in the wrapped source back to the code's own.
 const (
 	cjsPrefix = "(function (exports, require, module, __filename, __dirname) {"
 	cjsSuffix = "\n})"
 )
+
+// tenantFile is the name tenant code is compiled under: stack frames in
+// it are positions in the tenant's code.
+const tenantFile = "transform.js"
 
 // validating serialises in-process validation. goja's parser and compiler
 // are recursive and not linear on every input: measured on 50,000
@@ -54,7 +61,7 @@ func ValidateCode(code string, allowModules ...string) error {
 	}
 	validating <- struct{}{}
 	defer func() { <-validating }()
-	_, err := compileCode("transform.js", code, func(name string) bool {
+	_, err := compileCode(tenantFile, code, func(name string) bool {
 		return moduleAllowed(name, allowModules)
 	})
 	if err != nil {
@@ -65,13 +72,85 @@ func ValidateCode(code string, allowModules ...string) error {
 
 // parseCode parses code wrapped as a CommonJS module. Source maps are off:
 // with them on, goja reads whatever file a "//# sourceMappingURL=" comment
-// names (a FIFO blocks forever, /dev/zero never ends).
+// names (a FIFO blocks forever, /dev/zero never ends). A syntax error
+// gives its line and column in code.
 func parseCode(name, code string) (*ast.Program, *Error) {
-	prog, err := goja.Parse(name, cjsPrefix+code+cjsSuffix, parser.WithDisableSourceMaps)
+	prog, err := parser.ParseFile(nil, name, cjsPrefix+code+cjsSuffix, 0, parser.WithDisableSourceMaps)
 	if err != nil {
-		return nil, newError(KindInvalidCode, "%s", err.Error())
+		return nil, newError(KindInvalidCode, "%s", syntaxMessage(code, err))
 	}
 	return prog, nil
+}
+
+// syntaxMessage describes the first error the parser found, at its
+// position in code: "SyntaxError: Unexpected token ; (line 2, column 9)".
+// An error in the wrapper's suffix means the code ended too early (an
+// unclosed brace or string), and says so.
+func syntaxMessage(code string, err error) string {
+	var list parser.ErrorList
+	if !errors.As(err, &list) || len(list) == 0 {
+		return "SyntaxError: " + err.Error()
+	}
+	first := list[0]
+	line, col, end := codePosition(code, first.Position.Line, first.Position.Column)
+	msg := first.Message
+	if end {
+		msg = "Unexpected end of input"
+	}
+	return "SyntaxError: " + msg + positionText(line, col)
+}
+
+// compileMessage describes an error of the compiler (a redeclared
+// binding, a strict mode violation) at its position in code.
+func compileMessage(code string, err error) string {
+	var se *goja.CompilerSyntaxError
+	if !errors.As(err, &se) || se.File == nil {
+		return err.Error()
+	}
+	pos := se.File.Position(se.Offset)
+	line, col, _ := codePosition(code, pos.Line, pos.Column)
+	return "SyntaxError: " + se.Message + positionText(line, col)
+}
+
+// codePosition maps a position in the wrapped source, as goja gives it
+// (line from 1, column in bytes from 1), to code's own: line from 1 and
+// column in characters from 1. end reports a position at or past the end
+// of code, in the wrapper's suffix; it maps to just after code's last
+// character. Lines are counted as goja counts them.
+func codePosition(code string, line, col int) (l, c int, end bool) {
+	starts := lineStarts(cjsPrefix + code + cjsSuffix)
+	if line < 1 || line > len(starts) {
+		line = len(starts)
+	}
+	off := min(max(starts[line-1]+col-1-len(cjsPrefix), 0), len(code))
+	cs := lineStarts(code)
+	i := sort.Search(len(cs), func(i int) bool { return cs[i] > off }) - 1
+	return i + 1, utf8.RuneCountInString(code[cs[i]:off]) + 1, off == len(code)
+}
+
+// lineStarts returns the byte offsets at which the lines of s start, with
+// the line terminators of JavaScript: \n, \r\n, \r, U+2028 and U+2029.
+func lineStarts(s string) []int {
+	starts := []int{0}
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		i += size
+		switch r {
+		case '\r':
+			if i < len(s) && s[i] == '\n' {
+				i++
+			}
+			starts = append(starts, i)
+		case '\n', '\u2028', '\u2029':
+			starts = append(starts, i)
+		}
+	}
+	return starts
+}
+
+// positionText is a position as messages give it: " (line 2, column 9)".
+func positionText(line, col int) string {
+	return fmt.Sprintf(" (line %d, column %d)", line, col)
 }
 
 // compileCode parses and compiles code as a CommonJS module, and checks it
@@ -96,7 +175,7 @@ func compileCode(name, code string, allowed func(string) bool) (p *goja.Program,
 	}
 	compiled, cerr := goja.CompileAST(prog, false)
 	if cerr != nil {
-		return nil, newError(KindInvalidCode, "%s", cerr.Error())
+		return nil, newError(KindInvalidCode, "%s", compileMessage(code, cerr))
 	}
 	return compiled, nil
 }

@@ -443,7 +443,7 @@ func (w *workerState) compile(code string) (*goja.Program, *Error) {
 	if c, ok := w.programs.get(code); ok {
 		return c.prog, c.err
 	}
-	prog, err := compileCode("transform.js", code, func(name string) bool {
+	prog, err := compileCode(tenantFile, code, func(name string) bool {
 		return moduleAllowed(name, w.cfg.AllowModules)
 	})
 	w.programs.put(code, compiled{prog: prog, err: err})

@@ -36,6 +36,7 @@
   const setAdd = Set.prototype.add;
   const setHas = Set.prototype.has;
   const stringSlice = String.prototype.slice;
+  const stringIndexOf = String.prototype.indexOf;
   const MAX_TEXT = 1024;
 
   function str(v) {
@@ -384,6 +385,7 @@
         } else if (e instanceof ErrorCtor) {
           d.name = str(e.name);
           d.message = str(e.message);
+          d.stack = stackFrames(e);
         } else {
           d.message = 'uncaught exception: ' + describeValue(e);
         }
@@ -397,6 +399,18 @@
     }
     if (typeof d.status !== 'number') d.status = 0;
     return jsonStringify(d);
+  }
+  // stackFrames returns the "at" lines of an error's stack, where the Go
+  // side finds the position in the tenant's code, or ''.
+  function stackFrames(e) {
+    try {
+      const s = e.stack;
+      if (typeof s !== 'string') return '';
+      const i = apply(stringIndexOf, s, ['\n\tat ']);
+      return i < 0 ? '' : apply(stringSlice, s, [i, i + MAX_TEXT]);
+    } catch (err) {
+      return '';
+    }
   }
   function describeValue(v) {
     try {

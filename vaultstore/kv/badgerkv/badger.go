@@ -238,7 +238,24 @@ func (s *Store) View(ctx context.Context, fn func(kv.Reader) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	leave, err := s.enter()
+	if err != nil {
+		return err
+	}
+	defer leave()
 	return s.db.View(func(txn *badger.Txn) error { return fn(badgerTxn{txn: txn}) })
+}
+
+// enter admits a read until Close: Close waits for the reads it admitted,
+// and a read after it gets kv.ErrClosed (Badger's iterators panic on a
+// closed database). Writes hold the same lock in updateOnce.
+func (s *Store) enter() (leave func(), err error) {
+	s.closeMu.RLock()
+	if s.closed {
+		s.closeMu.RUnlock()
+		return nil, kv.ErrClosed
+	}
+	return s.closeMu.RUnlock, nil
 }
 
 func (s *Store) Update(ctx context.Context, fn func(kv.Writer) error) error {
@@ -346,6 +363,11 @@ func (s *Store) DeletePrefix(ctx context.Context, prefix []byte) error {
 // concurrent writes do not change. key and value are valid only during the
 // call.
 func (s *Store) Snapshot(ctx context.Context, fn func(key, value []byte, expiresAt time.Time) error) error {
+	leave, err := s.enter()
+	if err != nil {
+		return err
+	}
+	defer leave()
 	return s.db.View(func(txn *badger.Txn) error {
 		opts := badger.DefaultIteratorOptions
 		opts.PrefetchValues = false // values are read in order, one at a time

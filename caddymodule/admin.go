@@ -1,7 +1,6 @@
 package caddymodule
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -33,11 +32,11 @@ func (AdminAPI) CaddyModule() caddy.ModuleInfo {
 // Routes returns the admin routes.
 func (a AdminAPI) Routes() []caddy.AdminRoute {
 	return []caddy.AdminRoute{
-		{Pattern: "/vault/tenants", Handler: caddy.AdminHandlerFunc(a.handleTenants)},
-		{Pattern: "/vault/tenants/", Handler: caddy.AdminHandlerFunc(a.handleTenant)},
-		{Pattern: "/vault/health", Handler: caddy.AdminHandlerFunc(a.handleHealth)},
-		{Pattern: "/vault/master-key", Handler: caddy.AdminHandlerFunc(a.handleMasterKey)},
-		{Pattern: "/vault/backup", Handler: caddy.AdminHandlerFunc(a.handleBackup)},
+		{Pattern: "/vault/tenants", Handler: adminProblems(a.handleTenants)},
+		{Pattern: "/vault/tenants/", Handler: adminProblems(a.handleTenant)},
+		{Pattern: "/vault/health", Handler: adminProblems(a.handleHealth)},
+		{Pattern: "/vault/master-key", Handler: adminProblems(a.handleMasterKey)},
+		{Pattern: "/vault/backup", Handler: adminProblems(a.handleBackup)},
 	}
 }
 
@@ -263,16 +262,11 @@ func methodNotAllowed(r *http.Request) error {
 	return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method %s not allowed", r.Method)}
 }
 
-// adminError maps a vault error to the admin API's error type, with the
-// same status the public API would use.
+// adminError maps a vault error to the problem the admin routes answer
+// (see adminProblems), with the status, detail and field errors the
+// public API would give it.
 func adminError(err error) error {
-	p := problemFor(err)
-	msg := p.Detail
-	if len(p.Errors) > 0 {
-		raw, _ := json.Marshal(p.Errors)
-		msg += ": " + string(raw)
-	}
-	return caddy.APIError{HTTPStatus: p.Status, Err: errors.New(msg)}
+	return &adminFailure{problem: problemFor(err), cause: err}
 }
 
 // Interface guards

@@ -81,7 +81,7 @@ needs no running Caddy: it writes DIR (or the database) itself.`,
 				Use:   "create --name NAME --type test|production",
 				Short: "Creates a tenant and prints its management key",
 				Args:  cobra.NoArgs,
-				RunE:  caddycmd.WrapCommandFuncForCobra(cmdTenantCreate),
+				RunE:  runVault(cmdTenantCreate),
 			}
 			create.Flags().String("name", "", "Name of the tenant (required)")
 			create.Flags().String("type", "test", "Tenant type: test or production")
@@ -89,14 +89,14 @@ needs no running Caddy: it writes DIR (or the database) itself.`,
 				Use:   "list",
 				Short: "Lists tenants",
 				Args:  cobra.NoArgs,
-				RunE:  caddycmd.WrapCommandFuncForCobra(cmdTenantList),
+				RunE:  runVault(cmdTenantList),
 			}
 			del := &cobra.Command{
 				Use:   "delete ID",
 				Short: "Deletes a tenant with all its data and keys",
 				Args:  cobra.ExactArgs(1),
 				RunE: func(c *cobra.Command, args []string) error {
-					return caddycmd.WrapCommandFuncForCobra(func(fl caddycmd.Flags) (int, error) {
+					return runVault(func(fl caddycmd.Flags) (int, error) {
 						return adminCall(fl, http.MethodDelete, "/vault/tenants/"+args[0], nil)
 					})(c, args)
 				},
@@ -124,7 +124,7 @@ func quotasCommand() *cobra.Command {
 	c.Flags().Int64("included-monthly-active-tokens", 0, "Monthly active tokens included in the plan")
 	c.Flags().String("rate-limit", "", "Rate limit profile: default or exempt")
 	c.RunE = func(cmd *cobra.Command, args []string) error {
-		return caddycmd.WrapCommandFuncForCobra(func(fl caddycmd.Flags) (int, error) {
+		return runVault(func(fl caddycmd.Flags) (int, error) {
 			body := map[string]any{}
 			set := cmd.Flags().Changed
 			if set("tokenize-limit") {
@@ -162,7 +162,7 @@ func rotateMasterKeyCommand() *cobra.Command {
 		Use:   "rotate-master-key --new-key PLACEHOLDER",
 		Short: "Rewraps every data key under a new master key, online",
 		Args:  cobra.NoArgs,
-		RunE: caddycmd.WrapCommandFuncForCobra(func(fl caddycmd.Flags) (int, error) {
+		RunE: runVault(func(fl caddycmd.Flags) (int, error) {
 			p := fl.String("new-key")
 			if p == "" {
 				return caddy.ExitCodeFailedStartup, fmt.Errorf("--new-key is required: a placeholder such as {env.NEW_MASTER_KEY} that the server resolves")
@@ -182,7 +182,7 @@ func rotateDataKeyCommand() *cobra.Command {
 		Use:   "rotate-data-key --tenant ID [--status]",
 		Short: "Starts a new data key version for a tenant and re-seals its records",
 		Args:  cobra.NoArgs,
-		RunE: caddycmd.WrapCommandFuncForCobra(func(fl caddycmd.Flags) (int, error) {
+		RunE: runVault(func(fl caddycmd.Flags) (int, error) {
 			uri := "/vault/tenants/" + url.PathEscape(fl.String("tenant")) + "/data-keys"
 			if fl.Bool("status") {
 				return adminCall(fl, http.MethodGet, uri, nil)
@@ -218,7 +218,7 @@ func hostnameCommand() *cobra.Command {
 		Short: "Registers a hostname for a proxy",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			return caddycmd.WrapCommandFuncForCobra(func(fl caddycmd.Flags) (int, error) {
+			return runVault(func(fl caddycmd.Flags) (int, error) {
 				body, _ := json.Marshal(map[string]string{"hostname": args[0], "proxy_id": fl.String("proxy")})
 				return adminCall(fl, http.MethodPost, "/vault/tenants/"+url.PathEscape(fl.String("tenant"))+"/hostnames", body)
 			})(c, args)
@@ -229,7 +229,7 @@ func hostnameCommand() *cobra.Command {
 		Use:   "list --tenant ID",
 		Short: "Lists a tenant's hostnames",
 		Args:  cobra.NoArgs,
-		RunE: caddycmd.WrapCommandFuncForCobra(func(fl caddycmd.Flags) (int, error) {
+		RunE: runVault(func(fl caddycmd.Flags) (int, error) {
 			return adminCall(fl, http.MethodGet, "/vault/tenants/"+url.PathEscape(fl.String("tenant"))+"/hostnames", nil)
 		}),
 	}
@@ -238,7 +238,7 @@ func hostnameCommand() *cobra.Command {
 		Short: "Removes a hostname",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			return caddycmd.WrapCommandFuncForCobra(func(fl caddycmd.Flags) (int, error) {
+			return runVault(func(fl caddycmd.Flags) (int, error) {
 				return adminCall(fl, http.MethodDelete, "/vault/tenants/"+url.PathEscape(fl.String("tenant"))+"/hostnames/"+url.PathEscape(args[0]), nil)
 			})(c, args)
 		},
@@ -273,7 +273,8 @@ func cmdTenantList(fl caddycmd.Flags) (int, error) {
 }
 
 // adminCall sends one request to the admin API and prints the JSON answer
-// to standard output.
+// to standard output; a refusal is a *serverProblem, which runVault
+// prints.
 func adminCall(fl caddycmd.Flags, method, uri string, body []byte) (int, error) {
 	addr, err := adminAddress(fl)
 	if err != nil {
@@ -283,7 +284,7 @@ func adminCall(fl caddycmd.Flags, method, uri string, body []byte) (int, error) 
 	if body != nil {
 		reader = bytes.NewReader(body)
 	}
-	resp, err := caddycmd.AdminAPIRequest(addr, method, uri, nil, reader)
+	resp, err := adminRequest(addr, method, uri, reader)
 	if err != nil {
 		return caddy.ExitCodeFailedStartup, err
 	}
@@ -317,7 +318,7 @@ func backupCommand() *cobra.Command {
 		Use:   "backup --output FILE [--force] [--address ADMIN]",
 		Short: "Streams a sealed backup of the running vault into a file",
 		Args:  cobra.NoArgs,
-		RunE:  caddycmd.WrapCommandFuncForCobra(cmdBackup),
+		RunE:  runVault(cmdBackup),
 	}
 	c.Flags().StringP("output", "o", "", "File to write the backup to (required)")
 	c.Flags().Bool("force", false, "Replace the file if it exists")
@@ -331,7 +332,7 @@ func restoreCommand() *cobra.Command {
 		Use:   "restore --input FILE (--storage DIR | --postgres-env NAME) (--master-key-env NAME | --master-key-file PATH)",
 		Short: "Restores a backup into a new storage directory or an empty database, offline",
 		Args:  cobra.NoArgs,
-		RunE:  caddycmd.WrapCommandFuncForCobra(cmdRestore),
+		RunE:  runVault(cmdRestore),
 	}
 	c.Flags().StringP("input", "i", "", "Backup file to restore, - for standard input (required)")
 	c.Flags().String("storage", "", "Storage directory to restore into; must be empty or missing")
@@ -354,9 +355,9 @@ func cmdBackup(fl caddycmd.Flags) (int, error) {
 	if err != nil {
 		return caddy.ExitCodeFailedStartup, err
 	}
-	resp, err := caddycmd.AdminAPIRequest(addr, http.MethodGet, "/vault/backup", nil, nil)
+	resp, err := adminRequest(addr, http.MethodGet, "/vault/backup", nil)
 	if err != nil {
-		return caddy.ExitCodeFailedStartup, fmt.Errorf("backup: %v", err)
+		return caddy.ExitCodeFailedStartup, fmt.Errorf("backup: %w", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -188,7 +189,7 @@ func openBadgerDir(o Options, masters *masterKeys) (*storage, error) {
 		return nil, fmt.Errorf("creating storage directory: %w", err)
 	}
 	if err := checkWritable(dir); err != nil {
-		return nil, err
+		return nil, noSpace(err)
 	}
 	if info, err := os.Stat(dir); err == nil && info.Mode().Perm()&0o077 != 0 {
 		o.Logger.Warn("the storage directory is open to other users; its values are sealed, but 0700 keeps even their sizes private",
@@ -197,7 +198,7 @@ func openBadgerDir(o Options, masters *masterKeys) (*storage, error) {
 	recorder := metaFile{dir}
 	meta, err := checkOrCreateMeta(context.Background(), recorder, masters, o.Now())
 	if err != nil {
-		return nil, fmt.Errorf("storage directory %s: %w", dir, err)
+		return nil, fmt.Errorf("storage directory %s: %w", dir, noSpace(err))
 	}
 	if meta.Format < FormatVersion {
 		copyDir, err := backupBeforeMigration(dir, meta.Format, o.Now())
@@ -250,6 +251,16 @@ func openPostgres(o Options, masters *masterKeys) (*storage, error) {
 		return nil, err
 	}
 	return &storage{engine: engine, meta: meta, recorder: recorder, cvc: cvc}, nil
+}
+
+// noSpace marks a file system's "no space left on device" as
+// kv.ErrNoSpace, so a start on a full disk is refused as the engine refuses
+// it, whichever file could not be written first.
+func noSpace(err error) error {
+	if errors.Is(err, syscall.ENOSPC) && !errors.Is(err, ErrNoSpace) {
+		return fmt.Errorf("%w: %w", ErrNoSpace, err)
+	}
+	return err
 }
 
 // checkWritable fails when the directory does not accept new files; it

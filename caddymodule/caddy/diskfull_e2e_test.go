@@ -3,13 +3,10 @@ package main
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
-	"fmt"
-	"io"
+	"github.com/tokenvault/tokenvault/internal/testfs"
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,7 +38,7 @@ const (
 // acknowledged token is there.
 func TestDiskFullEndToEnd(t *testing.T) {
 	needBinary(t)
-	fsDir := mountTmpfs(t, diskFSSize)
+	fsDir := testfs.MountTmpfs(t, diskFSSize)
 	storage := filepath.Join(fsDir, "data")
 	opts := serverOpts{Storage: storage, APIOptions: "health_path /healthz"}
 	s := startServer(t, opts)
@@ -67,7 +64,7 @@ func TestDiskFullEndToEnd(t *testing.T) {
 	health := s.adminGet("/vault/health")
 	margin, _ := field(health.Body, "disk", "margin_bytes").(float64)
 	t.Logf("before the load: %s", health.Raw)
-	filler := fillTo(t, fsDir, "filler", int64(margin)+diskHeadroom)
+	filler := testfs.FillTo(t, fsDir, "filler", int64(margin)+diskHeadroom)
 
 	// the write load, until the vault refuses writes
 	var (
@@ -221,7 +218,7 @@ func TestDiskFullEndToEnd(t *testing.T) {
 // start on it with one clear line and no crash, and frees the space.
 func refusedStart(t *testing.T, fsDir string, opts serverOpts) {
 	t.Helper()
-	filler := fillTo(t, fsDir, "filler", 0)
+	filler := testfs.FillTo(t, fsDir, "filler", 0)
 	code, out := runRefused(t, opts)
 	if code == 0 {
 		t.Errorf("caddy exited 0 on a full disk")
@@ -267,68 +264,4 @@ func randomText(n int) string {
 		panic(err)
 	}
 	return hex.EncodeToString(b)[:n]
-}
-
-// mountTmpfs mounts a tmpfs of size bytes on a new directory, unmounted
-// when the test ends. It skips the test where mounting is not permitted.
-func mountTmpfs(t *testing.T, size int64) string {
-	t.Helper()
-	if runtime.GOOS != "linux" {
-		t.Skip("a size-limited file system is mounted with Linux's mount(2); not Linux")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a size-limited tmpfs needs root; not running as root")
-	}
-	dir := t.TempDir()
-	err := syscall.Mount("tmpfs", dir, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, fmt.Sprintf("size=%d,mode=0700", size))
-	if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES) {
-		t.Skipf("mounting a tmpfs is not permitted here: %v", err)
-	}
-	if err != nil {
-		t.Fatalf("mounting a %d MiB tmpfs on %s: %v", size>>20, dir, err)
-	}
-	t.Cleanup(func() {
-		if err := syscall.Unmount(dir, 0); err != nil {
-			t.Errorf("unmounting %s: %v", dir, err)
-			_ = syscall.Unmount(dir, syscall.MNT_DETACH)
-		}
-	})
-	return dir
-}
-
-// fillTo writes a filler file on dir's file system that leaves about
-// leave bytes free (none when leave is 0), and returns its path.
-func fillTo(t *testing.T, dir, name string, leave int64) string {
-	t.Helper()
-	path := filepath.Join(dir, name)
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(dir, &st); err != nil {
-		t.Fatal(err)
-	}
-	if n := int64(st.Bavail)*st.Bsize - leave; n > 0 {
-		info, _ := f.Stat()
-		if err := syscall.Fallocate(int(f.Fd()), 0, info.Size(), n); err != nil && !errors.Is(err, syscall.ENOSPC) {
-			t.Fatalf("fallocate %d bytes: %v", n, err)
-		}
-	}
-	if leave == 0 { // what fallocate left: page by page until ENOSPC
-		if _, err := f.Seek(0, io.SeekEnd); err != nil {
-			t.Fatal(err)
-		}
-		page := make([]byte, 4096)
-		for i := 0; i < 1<<16; i++ {
-			if _, err := f.Write(page); err != nil {
-				if !errors.Is(err, syscall.ENOSPC) {
-					t.Fatalf("filling %s: %v", dir, err)
-				}
-				break
-			}
-		}
-	}
-	return path
 }

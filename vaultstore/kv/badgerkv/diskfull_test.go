@@ -5,89 +5,18 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"github.com/tokenvault/tokenvault/internal/testfs"
 	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/tokenvault/tokenvault/vaultstore/kv"
 )
-
-// mountTmpfs mounts a tmpfs of size bytes on a new directory, unmounted
-// when the test ends. It skips the test where mounting is not permitted.
-func mountTmpfs(t *testing.T, size int64) string {
-	t.Helper()
-	if runtime.GOOS != "linux" {
-		t.Skip("a size-limited file system is mounted with Linux's mount(2); not Linux")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a size-limited tmpfs needs root; not running as root")
-	}
-	dir := t.TempDir()
-	err := syscall.Mount("tmpfs", dir, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, fmt.Sprintf("size=%d,mode=0700", size))
-	if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES) {
-		t.Skipf("mounting a tmpfs is not permitted here: %v", err)
-	}
-	if err != nil {
-		t.Fatalf("mounting a %d MiB tmpfs on %s: %v", size>>20, dir, err)
-	}
-	t.Cleanup(func() {
-		if err := syscall.Unmount(dir, 0); err != nil {
-			t.Errorf("unmounting %s: %v", dir, err)
-			_ = syscall.Unmount(dir, syscall.MNT_DETACH)
-		}
-	})
-	return dir
-}
-
-// freeOn is the space available on dir's file system.
-func freeOn(t *testing.T, dir string) int64 {
-	t.Helper()
-	free, err := statfs(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return free
-}
-
-// fillTo writes a filler file on dir's file system that leaves about
-// leave bytes free (none when leave is 0), and returns its path.
-func fillTo(t *testing.T, dir, name string, leave int64) string {
-	t.Helper()
-	path := filepath.Join(dir, name)
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if n := freeOn(t, dir) - leave; n > 0 {
-		st, _ := f.Stat()
-		if err := syscall.Fallocate(int(f.Fd()), 0, st.Size(), n); err != nil && !errors.Is(err, syscall.ENOSPC) {
-			t.Fatalf("fallocate %d bytes: %v", n, err)
-		}
-	}
-	if leave == 0 { // what fallocate left: page by page until ENOSPC
-		if _, err := f.Seek(0, io.SeekEnd); err != nil {
-			t.Fatal(err)
-		}
-		page := make([]byte, 4096)
-		for i := 0; i < 1<<16; i++ {
-			if _, err := f.Write(page); err != nil {
-				if !errors.Is(err, syscall.ENOSPC) {
-					t.Fatalf("filling %s: %v", dir, err)
-				}
-				break
-			}
-		}
-	}
-	return path
-}
 
 // valueFor is the value stored under key: the check of a read after
 // reopening needs no copy of what was written.
@@ -132,12 +61,12 @@ func checkKeys(t *testing.T, s *Store, keys []string, size int) {
 // (Badger's mapped files would SIGBUS this process), and once a filler
 // file is deleted writes resume without reopening.
 func TestDiskFillsUnderWriteLoad(t *testing.T) {
-	fsDir := mountTmpfs(t, 128<<20)
+	fsDir := testfs.MountTmpfs(t, 128<<20)
 	dir := filepath.Join(fsDir, "db")
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	filler := fillTo(t, fsDir, "filler", freeOn(t, fsDir)-32<<20) // 32 MB to give back later
+	filler := testfs.FillTo(t, fsDir, "filler", testfs.Free(t, fsDir)-32<<20) // 32 MB to give back later
 	logger, logs := observed()
 	opts := Options{Dir: dir, SyncWrites: true, Logger: logger, memTableSize: 2 << 20, readReserve: 2 << 20}
 	s, err := Open(opts)
@@ -149,7 +78,7 @@ func TestDiskFillsUnderWriteLoad(t *testing.T) {
 			s.Close()
 		}
 	}()
-	t.Logf("free at start: %d MiB, margin: %d MiB", freeOn(t, fsDir)>>20, s.Disk().MarginBytes>>20)
+	t.Logf("free at start: %d MiB, margin: %d MiB", testfs.Free(t, fsDir)>>20, s.Disk().MarginBytes>>20)
 
 	const (
 		workers   = 4
@@ -247,7 +176,7 @@ func TestDiskFillsUnderWriteLoad(t *testing.T) {
 	<-loadDone
 	<-readsDone
 	t.Logf("%d writes acknowledged, %d refused for space, %d reads (%d failed); free now %d MiB, margin %d MiB",
-		len(acked), refused, reads, readErrors, freeOn(t, fsDir)>>20, s.Disk().MarginBytes>>20)
+		len(acked), refused, reads, readErrors, testfs.Free(t, fsDir)>>20, s.Disk().MarginBytes>>20)
 	if t.Failed() {
 		t.FailNow()
 	}
@@ -300,7 +229,7 @@ func TestDiskFillsUnderWriteLoad(t *testing.T) {
 			break
 		}
 		if !errors.Is(err, kv.ErrNoSpace) || time.Now().After(resumeBy) {
-			t.Fatalf("writes did not resume after the filler was removed: %v (free %d MiB, disk %+v)", err, freeOn(t, fsDir)>>20, s.Disk())
+			t.Fatalf("writes did not resume after the filler was removed: %v (free %d MiB, disk %+v)", err, testfs.Free(t, fsDir)>>20, s.Disk())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -342,7 +271,7 @@ func TestOpenRefusesOnAFullDisk(t *testing.T) {
 			name = "with logs to replay"
 		}
 		t.Run(name, func(t *testing.T) {
-			fsDir := mountTmpfs(t, 64<<20)
+			fsDir := testfs.MountTmpfs(t, 64<<20)
 			src := filepath.Join(fsDir, "db")
 			if err := os.Mkdir(src, 0o700); err != nil {
 				t.Fatal(err)
@@ -373,13 +302,13 @@ func TestOpenRefusesOnAFullDisk(t *testing.T) {
 				t.Fatal("the image holds no memtable log to replay")
 			}
 			before := listing(t, dir)
-			filler := fillTo(t, fsDir, "filler", 0)
+			filler := testfs.FillTo(t, fsDir, "filler", 0)
 
 			opts.Dir = dir
 			s2, err := Open(opts)
 			if err == nil {
 				s2.Close()
-				t.Fatalf("Open on a full file system (%d bytes free) succeeded", freeOn(t, fsDir))
+				t.Fatalf("Open on a full file system (%d bytes free) succeeded", testfs.Free(t, fsDir))
 			}
 			if !errors.Is(err, kv.ErrNoSpace) || !errors.Is(err, kv.ErrUnavailable) || !strings.Contains(err.Error(), "free space and start again") {
 				t.Fatalf("Open on a full file system: %v", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/tokenvault/tokenvault/internal/testfs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -31,7 +32,7 @@ func TestDiskMarginStress(t *testing.T) {
 		t.Skip("a measurement, not a check: set TOKENVAULT_DISK_STRESS to a memtable size in MiB to run it")
 	}
 	memtable := int64(memMiB) << 20
-	fsDir := mountTmpfs(t, 24*memtable+64<<20)
+	fsDir := testfs.MountTmpfs(t, 24*memtable+64<<20)
 	dir := filepath.Join(fsDir, "db")
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)

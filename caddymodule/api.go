@@ -179,7 +179,7 @@ func (h *API) serve(w http.ResponseWriter, r *http.Request) (operation, tenantID
 		return "health", ""
 	}
 	if r.URL.Path == "/openapi.json" && readOnly {
-		serveOpenAPI(w)
+		serveOpenAPI(w, h.app.HeaderPrefix)
 		return "openapi", ""
 	}
 	if suffix, ok := proxyPath(r.URL.EscapedPath()); ok {

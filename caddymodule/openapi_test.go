@@ -10,6 +10,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -20,6 +23,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
+	"go.uber.org/zap"
 
 	"github.com/tokenvault/tokenvault/ratelimit"
 )
@@ -67,7 +71,17 @@ func TestOpenAPIDocument(t *testing.T) {
 	}
 
 	routed := map[string]bool{}
-	for _, rt := range append((&API{}).apiRoutes(), deprecatedRoutes()...) {
+	for _, rt := range deprecatedRoutes() {
+		// retired features are described in prose, not as operations
+		// whose only answer is a 400 (see TestOpenAPILint)
+		if doc.Paths.Value(rt.pattern) != nil {
+			t.Errorf("retired route %s %s is an operation", rt.method, rt.pattern)
+		}
+		if !strings.Contains(doc.Info.Description, "`"+rt.pattern+"`") && !strings.Contains(doc.Info.Description, "`"+rt.method+" "+rt.pattern+"`") {
+			t.Errorf("info.description does not name the retired route %s %s", rt.method, rt.pattern)
+		}
+	}
+	for _, rt := range (&API{}).apiRoutes() {
 		key := rt.method + " " + rt.pattern
 		routed[key] = true
 		item := doc.Paths.Value(rt.pattern)
@@ -76,7 +90,7 @@ func TestOpenAPIDocument(t *testing.T) {
 			continue
 		}
 		op := item.GetOperation(rt.method)
-		if !op.Deprecated && rt.perm != "" && !strings.Contains(op.Description, "`"+rt.perm+"`") {
+		if rt.perm != "" && !strings.Contains(op.Description, "`"+rt.perm+"`") {
 			t.Errorf("%s: the description does not name the permission %s", key, rt.perm)
 		}
 	}
@@ -193,7 +207,7 @@ func (c *openAPIChecker) check(sent *http.Request, body []byte, w *httptest.Resp
 	route, params := c.route(req)
 	if route == nil {
 		c.record("(no operation)", w.Code)
-		c.checkUnrouted(what, w)
+		c.checkUnrouted(what, req, w)
 		return
 	}
 	c.record(route.Operation.OperationID, w.Code)
@@ -249,12 +263,14 @@ func (c *openAPIChecker) authenticate(_ context.Context, in *openapi3filter.Auth
 }
 
 // checkUnrouted checks an answer to a request no operation describes: the
-// information description's 401, 404 or 405, or a 429, as a problem.
-func (c *openAPIChecker) checkUnrouted(what string, w *httptest.ResponseRecorder) {
+// information description's 401, 404 or 405, its 400 for a retired
+// feature, or a 429, as a problem.
+func (c *openAPIChecker) checkUnrouted(what string, r *http.Request, w *httptest.ResponseRecorder) {
 	c.tb.Helper()
-	switch w.Code {
-	case http.StatusUnauthorized, http.StatusNotFound, http.StatusTooManyRequests:
-	case http.StatusMethodNotAllowed:
+	switch {
+	case w.Code == http.StatusUnauthorized, w.Code == http.StatusNotFound, w.Code == http.StatusTooManyRequests:
+	case w.Code == http.StatusBadRequest && retiredPath(r.URL.Path):
+	case w.Code == http.StatusMethodNotAllowed:
 		if w.Header().Get("Allow") == "" {
 			c.tb.Errorf("openapi: %s: 405 without Allow", what)
 		}
@@ -273,6 +289,16 @@ func (c *openAPIChecker) checkUnrouted(what string, w *httptest.ResponseRecorder
 	if err := c.doc.Components.Schemas["Problem"].Value.VisitJSON(v, openapi3.EnableJSONSchema2020()); err != nil {
 		c.tb.Errorf("openapi: %s: body is not a Problem: %v", what, err)
 	}
+}
+
+// retiredPath reports whether path is one of deprecatedRoutes'.
+func retiredPath(path string) bool {
+	for _, rt := range deprecatedRoutes() {
+		if _, ok := matchSegments(splitPath(rt.pattern), splitPath(path)); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // report logs what was seen and returns the operations never exercised.
@@ -618,4 +644,222 @@ func TestOpenAPITraffic(t *testing.T) {
 		t.Errorf("operation %s was never exercised", m)
 	}
 	t.Logf("%d of %d documented operations exercised", exercised, ops)
+}
+
+// TestOpenAPIHeaderPrefix: /openapi.json names the vault's headers, and
+// the proxy key's query parameter, under the configured header_prefix,
+// and is still a valid document.
+func TestOpenAPIHeaderPrefix(t *testing.T) {
+	h, _ := newTestAPI(t, false)
+	h.app.HeaderPrefix = "BT"
+	h.wire(h.app, zap.NewNop())
+	w := httptest.NewRecorder()
+	if err := h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/openapi.json", nil), nil); err != nil || w.Code != http.StatusOK {
+		t.Fatalf("GET /openapi.json: %d %v", w.Code, err)
+	}
+	body := w.Body.String()
+	for _, old := range []string{"SVC-", "svc-proxy-key"} {
+		if strings.Contains(body, old) {
+			t.Errorf("the document served with header_prefix BT still names %q", old)
+		}
+	}
+	loader := openapi3.NewLoader()
+	doc, err := loader.LoadFromData(w.Body.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := doc.Validate(loader.Context, openapi3.EnableExamplesValidation()); err != nil {
+		t.Fatalf("the document served with header_prefix BT is not valid: %v", err)
+	}
+	for scheme, want := range map[string]string{"apiKey": "BT-API-KEY", "proxyKey": "BT-PROXY-KEY", "proxyKeyQuery": "bt-proxy-key"} {
+		if got := doc.Components.SecuritySchemes[scheme].Value.Name; got != want {
+			t.Errorf("security scheme %s names %q, want %q", scheme, got, want)
+		}
+	}
+	names := map[string]bool{}
+	for _, item := range doc.Paths.Map() {
+		for _, op := range item.Operations() {
+			for _, p := range op.Parameters {
+				names[p.Value.Name] = true
+			}
+			for _, r := range op.Responses.Map() {
+				for name := range r.Value.Headers {
+					names[name] = true
+				}
+			}
+		}
+	}
+	for _, want := range []string{"BT-PROXY-URL", "BT-IDEMPOTENCY-KEY", "BT-TRACE-ID", "BT-PROXY-DESTINATION-STATUS"} {
+		if !names[want] {
+			t.Errorf("no parameter or response header %s", want)
+		}
+	}
+	if got := openAPIFor("SVC"); !bytes.Equal(got, openAPIDocument) {
+		t.Error("the default prefix does not serve the document as written")
+	}
+}
+
+// openAPILintExceptions are the warnings Redocly's recommended rules and
+// Spectral's spectral:oas still give on the served document, each with
+// why it stays (rule, then JSON pointer of the place):
+//
+//   - operation-4xx-response on GET /openapi.json and GET /health: both
+//     are answered before authentication, rate limiting and routing, so
+//     no 4xx can come back from them; documenting one would be false.
+var openAPILintExceptions = map[string]string{
+	"operation-4xx-response #/paths/~1openapi.json/get/responses": "the document is served before any check that could refuse it",
+	"operation-4xx-response #/paths/~1health/get/responses":       "the health check is served before any check that could refuse it",
+}
+
+// TestOpenAPILintRules checks, without the linters, what their rules ask
+// that can be checked in Go: info's license and contact, servers, and for
+// every operation an operationId, summary, description and declared tag,
+// a success response and a 4xx response (but for openAPILintExceptions);
+// every declared tag and every component is used.
+func TestOpenAPILintRules(t *testing.T) {
+	doc := loadOpenAPI(t)
+	if doc.Info.License == nil || doc.Info.License.Name == "" || doc.Info.Contact == nil || doc.Info.Contact.URL == "" {
+		t.Errorf("info needs a license and a contact: %+v %+v", doc.Info.License, doc.Info.Contact)
+	}
+	if len(doc.Servers) == 0 {
+		t.Error("no servers")
+	}
+	declared, usedTags := map[string]bool{}, map[string]bool{}
+	for _, tag := range doc.Tags {
+		declared[tag.Name] = true
+	}
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			key := method + " " + path
+			if op.OperationID == "" || op.Summary == "" || op.Description == "" || len(op.Tags) == 0 {
+				t.Errorf("%s: needs an operationId, summary, description and tags", key)
+			}
+			for _, tag := range op.Tags {
+				usedTags[tag] = true
+				if !declared[tag] {
+					t.Errorf("%s: tag %q is not declared", key, tag)
+				}
+			}
+			var ok2xx, ok4xx bool
+			for code := range op.Responses.Map() {
+				ok2xx = ok2xx || code[0] == '2'
+				ok4xx = ok4xx || code[0] == '4'
+			}
+			pointer := "#/paths/" + strings.ReplaceAll(strings.ReplaceAll(path, "~", "~0"), "/", "~1") + "/" + strings.ToLower(method) + "/responses"
+			if !ok2xx {
+				t.Errorf("%s: no 2xx response", key)
+			}
+			if !ok4xx && openAPILintExceptions["operation-4xx-response "+pointer] == "" {
+				t.Errorf("%s: no 4xx response", key)
+			}
+		}
+	}
+	for name := range declared {
+		if !usedTags[name] {
+			t.Errorf("tag %q is declared but no operation uses it", name)
+		}
+	}
+	raw := string(openAPIDocument)
+	for kind, names := range map[string][]string{
+		"schemas":    keys(doc.Components.Schemas),
+		"responses":  keys(doc.Components.Responses),
+		"parameters": keys(doc.Components.Parameters),
+		"headers":    keys(doc.Components.Headers),
+	} {
+		for _, name := range names {
+			if !strings.Contains(raw, `"#/components/`+kind+`/`+name+`"`) {
+				t.Errorf("components.%s.%s is never used", kind, name)
+			}
+		}
+	}
+}
+
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// TestOpenAPILint runs Redocly (recommended rules) and Spectral
+// (spectral:oas) on the document as served under the default header
+// prefix and under BT, when TV_OPENAPI_LINT=1 and both are on PATH:
+//
+//	npm install --prefix /tmp/oalint @redocly/cli @stoplight/spectral-cli
+//	PATH=/tmp/oalint/node_modules/.bin:$PATH TV_OPENAPI_LINT=1 go test ./caddymodule -run TestOpenAPILint$
+//
+// Only the warnings of openAPILintExceptions may remain.
+func TestOpenAPILint(t *testing.T) {
+	if os.Getenv("TV_OPENAPI_LINT") != "1" {
+		t.Skip("set TV_OPENAPI_LINT=1 to run Redocly and Spectral")
+	}
+	redocly, err1 := exec.LookPath("redocly")
+	spectral, err2 := exec.LookPath("spectral")
+	if err1 != nil || err2 != nil {
+		t.Skip("redocly or spectral is not on PATH")
+	}
+	dir := t.TempDir()
+	ruleset := filepath.Join(dir, ".spectral.yaml")
+	if err := os.WriteFile(ruleset, []byte("extends: [\"spectral:oas\"]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, prefix := range []string{"SVC", "BT"} {
+		t.Run(prefix, func(t *testing.T) {
+			doc := filepath.Join(dir, prefix+".json")
+			if err := os.WriteFile(doc, openAPIFor(prefix), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+
+			cmd := exec.CommandContext(ctx, redocly, "lint", doc, "--format=json")
+			cmd.Dir = dir
+			cmd.Env = append(os.Environ(), "REDOCLY_TELEMETRY=off", "REDOCLY_SUPPRESS_UPDATE_NOTICE=true")
+			out, err := cmd.Output()
+			var report struct {
+				Problems []struct {
+					RuleID   string `json:"ruleId"`
+					Message  string `json:"message"`
+					Location []struct {
+						Pointer string `json:"pointer"`
+					} `json:"location"`
+				} `json:"problems"`
+			}
+			if jerr := json.Unmarshal(out, &report); jerr != nil {
+				t.Fatalf("redocly: %v, %v: %s", err, jerr, out)
+			}
+			for _, p := range report.Problems {
+				where := ""
+				if len(p.Location) > 0 {
+					where = p.Location[0].Pointer
+				}
+				if openAPILintExceptions[p.RuleID+" "+where] == "" {
+					t.Errorf("redocly: %s at %s: %s", p.RuleID, where, p.Message)
+				}
+			}
+
+			results := filepath.Join(dir, prefix+"-spectral.json")
+			cmd = exec.CommandContext(ctx, spectral, "lint", doc, "--ruleset", ruleset, "--format", "json", "--output", results)
+			cmd.Dir = dir
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Errorf("spectral: %v: %s", err, out)
+			}
+			raw, err := os.ReadFile(results)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var found []struct {
+				Code    string `json:"code"`
+				Message string `json:"message"`
+				Path    []any  `json:"path"`
+			}
+			if err := json.Unmarshal(raw, &found); err != nil {
+				t.Fatalf("spectral output: %v: %s", err, raw)
+			}
+			for _, r := range found {
+				t.Errorf("spectral: %s at %v: %s", r.Code, r.Path, r.Message)
+			}
+		})
+	}
 }

@@ -45,6 +45,44 @@ var sdkSuites = []struct {
 }
 
 func TestNodeSDKs(t *testing.T) {
+	node, dir := sdkTools(t)
+	dest := newEchoDestination(t)
+	s := startServer(t, serverOpts{
+		HeaderPrefix: "BT",
+		// basis-theory-js switches every API host but localhost to https.
+		SiteHosts:  []string{"localhost"},
+		VaultExtra: egressLoopback,
+		RateLimits: false,
+	})
+	runSDKSuites(t, node, dir, dest, s, fmt.Sprintf("http://localhost:%d", s.apiPort))
+	checkSDKAccessLog(t, s.accessLog)
+}
+
+// checkSDKAccessLog fails the test when the access log at path is empty
+// or holds a credential: its filter names follow the BT prefix.
+func checkSDKAccessLog(t *testing.T, path string) {
+	t.Helper()
+	logRaw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("reading the access log: %v", err)
+	}
+	if len(logRaw) == 0 {
+		t.Errorf("the access log %s is empty", path)
+	}
+	apiKey := regexp.MustCompile(`key_(test|prod)_[A-Za-z0-9]+`)
+	for _, line := range bytes.Split(logRaw, []byte("\n")) {
+		if apiKey.Match(line) || bytes.Contains(bytes.ToLower(line), []byte("bt-proxy-key")) {
+			t.Errorf("the access log holds a credential (API key, BT-PROXY-KEY header or bt-proxy-key parameter); the entry, keys elided:\n%s",
+				apiKey.ReplaceAll(line, []byte("key_…")))
+		}
+	}
+}
+
+// sdkTools skips the test unless TV_SDK=1, finds node and npm, installs
+// the suites' packages when needed, and returns node and the suites'
+// directory.
+func sdkTools(t *testing.T) (node, dir string) {
+	t.Helper()
 	if os.Getenv("TV_SDK") != "1" {
 		t.Skip("the Node SDK suite runs with TV_SDK=1 (it needs node, npm and, for the first install, the npm registry)")
 	}
@@ -57,35 +95,34 @@ func TestNodeSDKs(t *testing.T) {
 	if err != nil {
 		t.Fatal("TV_SDK=1 but npm is not on PATH")
 	}
-	dir, err := filepath.Abs(filepath.Join("..", "..", "testdata", "clients"))
+	dir, err = filepath.Abs(filepath.Join("..", "..", "testdata", "clients"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ensureNodeModules(t, npm, dir)
+	return node, dir
+}
 
-	dest := newEchoDestination(t)
-	s := startServer(t, serverOpts{
-		HeaderPrefix: "BT",
-		// basis-theory-js switches every API host but localhost to https.
-		SiteHosts:  []string{"localhost"},
-		VaultExtra: egressLoopback,
-		RateLimits: false,
-	})
-	baseURL := fmt.Sprintf("http://localhost:%d", s.apiPort)
-
+// runSDKSuites runs every SDK suite against baseURL (a vault served with
+// header_prefix BT, an egress block allowing dest, and localhost among
+// its hosts), with tenants created through admin's admin API, and checks
+// that the suites' proxy calls reached dest detokenized and without the
+// vault's headers.
+func runSDKSuites(t *testing.T, node, dir string, dest *echoDestination, admin *server, baseURL string) {
+	t.Helper()
 	type tenantKeys struct{ main, disposable createdTenant }
 	keys := map[string]tenantKeys{}
 	for _, suite := range sdkSuites {
 		keys[suite.name] = tenantKeys{
-			main:       s.createTenant("sdk " + suite.name),
-			disposable: s.createTenant("sdk " + suite.name + " disposable"),
+			main:       admin.createTenant("sdk " + suite.name),
+			disposable: admin.createTenant("sdk " + suite.name + " disposable"),
 		}
 	}
 	// The prefix is in force. (No probe with SVC-API-KEY: the access log
-	// filters only the BT names, and the check below would find that key.)
+	// filters only the BT names, and the check of it would find that key.)
 	probe := keys[sdkSuites[0].name].main.Key
-	if r := s.do(http.MethodGet, "/tenants/self", "", nil, "BT-API-KEY", probe); r.Status != http.StatusOK {
-		t.Fatalf("GET /tenants/self with BT-API-KEY: %d %s", r.Status, r.Raw)
+	if r, err := doRequest(admin.client, http.MethodGet, baseURL+"/tenants/self", "", nil, "BT-API-KEY", probe); err != nil || r.Status != http.StatusOK {
+		t.Fatalf("GET /tenants/self with BT-API-KEY: %v %d %s", err, r.Status, r.Raw)
 	}
 
 	for _, suite := range sdkSuites {
@@ -118,21 +155,6 @@ func TestNodeSDKs(t *testing.T) {
 			if strings.HasPrefix(strings.ToUpper(name), "BT-") {
 				t.Errorf("the destination received the vault header %s on %s %s", name, r.Method, r.Path)
 			}
-		}
-	}
-	// The access log kept no credentials: the filter names follow the prefix.
-	logRaw, err := os.ReadFile(s.accessLog)
-	if err != nil {
-		t.Fatalf("reading the access log: %v", err)
-	}
-	if len(logRaw) == 0 {
-		t.Error("the access log is empty")
-	}
-	apiKey := regexp.MustCompile(`key_(test|prod)_[A-Za-z0-9]+`)
-	for _, line := range bytes.Split(logRaw, []byte("\n")) {
-		if apiKey.Match(line) || bytes.Contains(bytes.ToLower(line), []byte("bt-proxy-key")) {
-			t.Errorf("the access log holds a credential (API key, BT-PROXY-KEY header or bt-proxy-key parameter); the entry, keys elided:\n%s",
-				apiKey.ReplaceAll(line, []byte("key_…")))
 		}
 	}
 }

@@ -40,22 +40,10 @@ func (a AdminAPI) Routes() []caddy.AdminRoute {
 	}
 }
 
-// runningApp returns the running vault app.
-func runningApp() (*App, error) {
-	appIface, err := caddy.ActiveContext().AppIfConfigured("vault")
-	if err != nil || appIface == nil {
-		return nil, caddy.APIError{HTTPStatus: http.StatusServiceUnavailable, Err: errors.New("the vault app is not running")}
-	}
-	app := appIface.(*App)
-	if app.Store() == nil {
-		return nil, caddy.APIError{HTTPStatus: http.StatusServiceUnavailable, Err: errors.New("the vault store is not open")}
-	}
-	return app, nil
-}
-
-// runningStore returns the store of the running vault app.
-func runningStore() (*vaultstore.Store, error) {
-	app, err := runningApp()
+// runningStore returns the store of the running vault app (see
+// runningApp).
+func runningStore(r *http.Request) (*vaultstore.Store, error) {
+	app, err := runningApp(r.Context())
 	if err != nil {
 		return nil, err
 	}
@@ -68,7 +56,7 @@ func (a AdminAPI) handleHealth(w http.ResponseWriter, r *http.Request) error {
 	if r.Method != http.MethodGet {
 		return methodNotAllowed(r)
 	}
-	app, err := runningApp()
+	app, err := runningApp(r.Context())
 	if err != nil {
 		return err
 	}
@@ -78,7 +66,7 @@ func (a AdminAPI) handleHealth(w http.ResponseWriter, r *http.Request) error {
 // handleTenants: POST /vault/tenants creates a tenant with a management
 // application and its key (shown once); GET lists tenants.
 func (a AdminAPI) handleTenants(w http.ResponseWriter, r *http.Request) error {
-	store, err := runningStore()
+	store, err := runningStore(r)
 	if err != nil {
 		return err
 	}
@@ -110,7 +98,7 @@ func (a AdminAPI) handleTenants(w http.ResponseWriter, r *http.Request) error {
 // /vault/tenants/{id}/quotas (the quotas named change), and the tenant's
 // whitelabel hostnames under /vault/tenants/{id}/hostnames.
 func (a AdminAPI) handleTenant(w http.ResponseWriter, r *http.Request) error {
-	store, err := runningStore()
+	store, err := runningStore(r)
 	if err != nil {
 		return err
 	}
@@ -219,7 +207,7 @@ func (a AdminAPI) handleMasterKey(w http.ResponseWriter, r *http.Request) error 
 	if r.Method != http.MethodPost {
 		return methodNotAllowed(r)
 	}
-	store, err := runningStore()
+	store, err := runningStore(r)
 	if err != nil {
 		return err
 	}

@@ -40,7 +40,6 @@ type API struct {
 
 	limits  limits
 	app     *App
-	store   *vaultstore.Store
 	headers vaultHeaders
 	routes  *router
 	proxy   *forwarder
@@ -71,12 +70,13 @@ func (h *API) Provision(ctx caddy.Context) error {
 // Cleanup releases the handler's share of the limiter state.
 func (h *API) Cleanup() error { return h.limits.cleanup() }
 
-// wire connects the handler to a provisioned vault app.
+// wire connects the handler to a provisioned vault app, whose store it
+// reaches at request time: the app opens it in Start.
 func (h *API) wire(app *App, logger *zap.Logger) {
-	h.app, h.store, h.logger = app, app.Store(), logger
+	h.app, h.logger = app, logger
 	h.headers = newVaultHeaders(app.HeaderPrefix)
 	h.routes = newRouter(append(h.apiRoutes(), deprecatedRoutes()...))
-	h.proxy = &forwarder{app: app, store: h.store, headers: h.headers, logger: logger, limits: &h.limits}
+	h.proxy = &forwarder{app: app, headers: h.headers, logger: logger, limits: &h.limits}
 }
 
 // vaultHeaders are the vault's header names under the configured prefix.
@@ -192,9 +192,13 @@ func (h *API) serve(w http.ResponseWriter, r *http.Request) (operation, tenantID
 		writeProblem(w, h.logger, w.Header().Get(h.headers.traceID), err)
 		return operation, tenantID
 	}
+	store, err := h.app.waitStore(r.Context())
+	if err != nil {
+		return fail(err)
+	}
 	// authentication comes first: without a valid key every path is 401,
 	// once the address's rate limits have counted the attempt
-	p, authErr := h.authenticate(r)
+	p, authErr := h.authenticate(r, store)
 	rt, params, routeErr := h.routes.match(r.Method, r.URL.Path)
 	if routeErr == nil {
 		operation = rt.method + " " + rt.pattern
@@ -219,7 +223,7 @@ func (h *API) serve(w http.ResponseWriter, r *http.Request) (operation, tenantID
 		return fail(err)
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
-	c := &call{w: w, r: r, params: params, principal: p, store: h.store, api: h}
+	c := &call{w: w, r: r, params: params, principal: p, store: store, api: h}
 	run := rt.handle
 	if key := r.Header.Get(h.headers.idempotencyKey); key != "" && (r.Method == http.MethodPost || r.Method == http.MethodPut || r.Method == http.MethodPatch) {
 		run = func(c *call) error { return h.idempotent(c, key, rt.handle) }
@@ -241,12 +245,12 @@ func proxyPath(escapedPath string) (string, bool) {
 }
 
 // authenticate resolves the request's API key.
-func (h *API) authenticate(r *http.Request) (*vaultstore.Principal, error) {
+func (h *API) authenticate(r *http.Request, store *vaultstore.Store) (*vaultstore.Principal, error) {
 	key := r.Header.Get(h.headers.apiKey)
 	if key == "" {
 		return nil, vaultstore.ErrUnauthenticated
 	}
-	return h.store.Authenticate(r.Context(), key)
+	return store.Authenticate(r.Context(), key)
 }
 
 // apiRoutes is the API's route table.

@@ -33,7 +33,8 @@ func newTestApp(tb testing.TB, store *vaultstore.Store, cfg *EgressConfig) *App 
 	if err != nil {
 		tb.Fatal(err)
 	}
-	app := &App{HeaderPrefix: "SVC", Egress: cfg, store: store, egress: policy, transport: policy.Transport(), workers: sharedTestWorkers(tb)}
+	app := &App{HeaderPrefix: "SVC", Egress: cfg, egress: policy, transport: policy.Transport(), workers: sharedTestWorkers(tb)}
+	app.opened(store)
 	tb.Cleanup(app.transport.CloseIdleConnections)
 	return app
 }

@@ -93,11 +93,17 @@ type App struct {
 	// answer. Default: each node limits on its own.
 	RateLimitRedis *RateLimitRedis `json:"rate_limit_redis,omitempty"`
 
-	store     *vaultstore.Store
-	poolKey   string
-	logger    *zap.Logger
-	egress    *egress.Policy
-	transport *http.Transport
+	ctx      caddy.Context
+	dir      string // Storage, absolute
+	storeKey string // the store's key in the pool: dir, or the database's digest
+	store    *vaultstore.Store
+	poolKey  string // storeKey once Start holds a reference in the pool
+	// ready is closed by Start once store and workers are set; failed,
+	// when Start failed; stopped, by Stop (see app_lifecycle.go).
+	ready, failed, stopped chan struct{}
+	logger                 *zap.Logger
+	egress                 *egress.Policy
+	transport              *http.Transport
 
 	workers    *transforms.Pool
 	workersKey string
@@ -143,9 +149,14 @@ func (App) CaddyModule() caddy.ModuleInfo {
 
 var headerPrefixPattern = regexp.MustCompile(`^[A-Za-z0-9]+(-[A-Za-z0-9]+)*$`)
 
-// Provision opens (or shares) the store.
+// Provision checks the configuration and what it refers to without
+// changing anything: it resolves the master key and compares it with the
+// store's check value, but creates no file, opens no store and starts no
+// worker, so `caddy validate` leaves no trace and works beside a running
+// server. Start does that work.
 func (a *App) Provision(ctx caddy.Context) error {
-	a.logger = ctx.Logger()
+	a.ctx, a.logger = ctx, ctx.Logger()
+	a.ready, a.failed, a.stopped = make(chan struct{}), make(chan struct{}), make(chan struct{})
 	if a.HeaderPrefix == "" {
 		a.HeaderPrefix = "SVC"
 	}
@@ -170,72 +181,97 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return err
 	}
 	a.egress, a.transport = policy, policy.Transport()
-	if err := a.provisionTransforms(); err != nil {
-		return err
-	}
-	dir, err := filepath.Abs(a.Storage)
-	if err != nil {
+	if a.dir, err = filepath.Abs(a.Storage); err != nil {
 		return fmt.Errorf("storage: %w", err)
 	}
-	key, err := a.loadMasterKey(dir)
+	a.storeKey = a.dir
+	if a.Postgres != nil {
+		if _, a.storeKey, err = a.Postgres.options(); err != nil {
+			return err
+		}
+	}
+	previous, err := a.previousMasterKeys()
 	if err != nil {
 		return err
 	}
-	defer clear(key)
-	var previous [][]byte
-	for i, p := range a.PreviousMasterKeys {
-		k, err := decodeMasterKey(caddy.NewReplacer().ReplaceAll(p, ""))
-		if err != nil {
-			return fmt.Errorf("previous_master_keys[%d]: %w", i, err)
-		}
-		defer clear(k)
-		previous = append(previous, k)
-	}
-	opts := vaultstore.Options{
-		Dir:                dir,
-		MasterKey:          key,
-		PreviousMasterKeys: previous,
-		SyncWrites:         *a.SyncWrites,
-		RecordCacheEntries: a.Cache.records(),
-		BlockCacheBytes:    a.Cache.blockCache(),
-		Logger:             a.logger.Named("store"),
-		Events:             countStoreEvent,
-	}
-	poolKey := dir
-	if a.Postgres != nil {
-		if opts.Postgres, poolKey, err = a.Postgres.options(); err != nil {
-			return err
-		}
-		opts.Dir = ""
-	}
-	val, loaded, err := stores.LoadOrNew(poolKey, func() (caddy.Destructor, error) {
-		s, err := vaultstore.Open(opts)
-		if err != nil {
-			return nil, err
-		}
-		return pooledStore{s, *a.SyncWrites}, nil
-	})
-	if err != nil {
-		return fmt.Errorf("opening vault storage: %w", err)
-	}
-	a.poolKey = poolKey
-	ps := val.(pooledStore)
-	a.store = ps.Store
-	if err := registerMetrics(ctx.GetMetricsRegistry(), a.store, a.workers); err != nil {
-		return fmt.Errorf("registering metrics: %w", err)
+	defer clearAll(previous)
+	if err := a.checkMasterKey(previous); err != nil {
+		return err
 	}
 	if err := a.provisionRateLimitRedis(ctx); err != nil {
 		return err
 	}
-	if loaded {
-		if !a.store.MasterKeyMatches(key) {
+	trackApp(a)
+	return nil
+}
+
+// previousMasterKeys resolves and decodes previous_master_keys.
+func (a *App) previousMasterKeys() ([][]byte, error) {
+	var previous [][]byte
+	for i, p := range a.PreviousMasterKeys {
+		k, err := decodeMasterKey(caddy.NewReplacer().ReplaceAll(p, ""))
+		if err != nil {
+			clearAll(previous)
+			return nil, fmt.Errorf("previous_master_keys[%d]: %w", i, err)
+		}
+		previous = append(previous, k)
+	}
+	return previous, nil
+}
+
+// clearAll zeroes keys.
+func clearAll(keys [][]byte) {
+	for _, k := range keys {
+		clear(k)
+	}
+}
+
+// checkMasterKey checks the master key without writing anything: against
+// the running store on a reload, else against the check value in the
+// storage directory (a database's is checked when Start opens it). A key
+// file that does not exist yet passes for a new store, whose Start
+// creates it, and is refused for an existing one.
+func (a *App) checkMasterKey(previous [][]byte) error {
+	key, err := a.resolveMasterKey()
+	if err != nil {
+		return err
+	}
+	if key == nil { // master_key_file, not created yet
+		if a.Postgres == nil && vaultstore.DirHoldsStore(a.dir) {
+			return fmt.Errorf("master_key_file: %s is missing, but %s already holds a store: restore the key file; a new key cannot open it", a.MasterKeyFile, a.dir)
+		}
+		return nil
+	}
+	defer clear(key)
+	if running := pooledStoreAt(a.storeKey); running != nil {
+		if !running.MasterKeyMatches(key) {
 			return errors.New("the master key differs from the one the running store was opened with; restart Caddy to change it")
 		}
-		if ps.syncWrites != *a.SyncWrites {
-			a.logger.Warn("sync_writes changes take effect on restart", zap.Bool("in_effect", ps.syncWrites))
-		}
+		return nil
+	}
+	if a.Postgres != nil {
+		return nil
+	}
+	if err := vaultstore.CheckMasterKey(a.dir, key, previous...); err != nil {
+		return fmt.Errorf("storage directory %s: %w", a.dir, err)
 	}
 	return nil
+}
+
+// pooledStoreAt returns the store open in the pool under key, or nil,
+// without taking a reference.
+func pooledStoreAt(key string) *vaultstore.Store {
+	var found *vaultstore.Store
+	stores.Range(func(k, v any) bool {
+		if k != key {
+			return true
+		}
+		if ps, ok := v.(pooledStore); ok {
+			found = ps.Store
+		}
+		return false
+	})
+	return found
 }
 
 // Validate checks the configuration without side effects.
@@ -249,14 +285,17 @@ func (a *App) Validate() error {
 	case a.MasterKey != "" && a.MasterKeyFile != "":
 		return errors.New("master_key and master_key_file are mutually exclusive")
 	case a.MasterKey != "" && !isPlaceholder(a.MasterKey):
-		return errors.New("master_key must be a placeholder such as {env.TOKENVAULT_MASTER_KEY} or {file./run/secrets/master_key}, never the key itself")
+		return errMasterKeyLiteral
 	}
 	for _, p := range a.PreviousMasterKeys {
 		if !isPlaceholder(p) {
-			return errors.New("previous_master_keys must be placeholders, never keys")
+			return errPreviousMasterKeyLiteral
 		}
 	}
 	if err := a.RateLimitRedis.validate(); err != nil {
+		return err
+	}
+	if err := a.Transforms.Validate(); err != nil {
 		return err
 	}
 	if a.Postgres != nil {
@@ -265,32 +304,81 @@ func (a *App) Validate() error {
 	return nil
 }
 
+// The refusals of a key written out, at adapt time (Caddyfile) as in
+// Validate (JSON): a key in the configuration would show in `caddy adapt`
+// output, the admin API's /config and every copy of the file.
+var (
+	errMasterKeyLiteral         = errors.New("master_key must be a placeholder such as {env.TOKENVAULT_MASTER_KEY} or {file./run/secrets/master_key}, never the key itself")
+	errPreviousMasterKeyLiteral = errors.New("previous_master_keys must be placeholders, never keys")
+)
+
 func isPlaceholder(s string) bool {
 	s = strings.TrimSpace(s)
 	return strings.HasPrefix(s, "{") && strings.HasSuffix(s, "}")
 }
 
-// loadMasterKey resolves the master key from its placeholder or file.
-func (a *App) loadMasterKey(storageDir string) ([]byte, error) {
-	var encoded string
+// resolveMasterKey resolves the master key from its placeholder or file
+// without writing anything: nil, and no error, when master_key_file does
+// not exist yet.
+func (a *App) resolveMasterKey() ([]byte, error) {
 	if a.MasterKey != "" {
-		encoded = caddy.NewReplacer().ReplaceAll(a.MasterKey, "")
-		if encoded == "" {
-			return nil, errors.New("master_key: the placeholder resolved to nothing")
-		}
-	} else {
-		path, err := filepath.Abs(a.MasterKeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("master_key_file: %w", err)
-		}
-		if rel, err := filepath.Rel(storageDir, path); err == nil && !strings.HasPrefix(rel, "..") {
-			return nil, errors.New("master_key_file must not be inside the storage directory: a copy of the data would carry its key")
-		}
-		if encoded, err = a.readOrCreateKeyFile(path, storageDir); err != nil {
-			return nil, fmt.Errorf("master_key_file: %w", err)
-		}
+		return a.placeholderMasterKey()
+	}
+	path, err := a.keyFilePath()
+	if err != nil {
+		return nil, err
+	}
+	raw, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("master_key_file: %w", err)
+	}
+	key, err := decodeMasterKey(string(raw))
+	if err != nil {
+		return nil, fmt.Errorf("master_key_file: %w", err)
+	}
+	return key, nil
+}
+
+// loadMasterKey resolves the master key from its placeholder or file,
+// creating the file with a fresh key when it does not exist (Start only).
+func (a *App) loadMasterKey() ([]byte, error) {
+	if a.MasterKey != "" {
+		return a.placeholderMasterKey()
+	}
+	path, err := a.keyFilePath()
+	if err != nil {
+		return nil, err
+	}
+	encoded, err := a.readOrCreateKeyFile(path, a.dir)
+	if err != nil {
+		return nil, fmt.Errorf("master_key_file: %w", err)
 	}
 	return decodeMasterKey(encoded)
+}
+
+// placeholderMasterKey resolves and decodes master_key.
+func (a *App) placeholderMasterKey() ([]byte, error) {
+	encoded := caddy.NewReplacer().ReplaceAll(a.MasterKey, "")
+	if encoded == "" {
+		return nil, errors.New("master_key: the placeholder resolved to nothing")
+	}
+	return decodeMasterKey(encoded)
+}
+
+// keyFilePath is master_key_file, absolute, refused inside the storage
+// directory.
+func (a *App) keyFilePath() (string, error) {
+	path, err := filepath.Abs(a.MasterKeyFile)
+	if err != nil {
+		return "", fmt.Errorf("master_key_file: %w", err)
+	}
+	if rel, err := filepath.Rel(a.dir, path); err == nil && !strings.HasPrefix(rel, "..") {
+		return "", errors.New("master_key_file must not be inside the storage directory: a copy of the data would carry its key")
+	}
+	return path, nil
 }
 
 // decodeMasterKey decodes a base64 master key and checks its length.
@@ -353,19 +441,96 @@ func (a *App) readOrCreateKeyFile(path, storageDir string) (string, error) {
 	return encoded, nil
 }
 
-// Start implements caddy.App.
-func (a *App) Start() error { return nil }
+// Start opens the store, or shares the one a running config opened
+// (Caddy starts a new config before it stops the old one), creates
+// master_key_file when it does not exist, and starts the transform
+// workers: the work Provision leaves out. Requests that reach the vault's
+// handlers before Start is done wait for it (see App.waitStore).
+func (a *App) Start() error {
+	store, err := a.start()
+	if err != nil {
+		close(a.failed)
+		return err
+	}
+	a.opened(store)
+	return nil
+}
 
-// Stop implements caddy.App.
-func (a *App) Stop() error { return nil }
+func (a *App) start() (*vaultstore.Store, error) {
+	key, err := a.loadMasterKey()
+	if err != nil {
+		return nil, err
+	}
+	defer clear(key)
+	previous, err := a.previousMasterKeys()
+	if err != nil {
+		return nil, err
+	}
+	defer clearAll(previous)
+	opts := vaultstore.Options{
+		Dir:                a.dir,
+		MasterKey:          key,
+		PreviousMasterKeys: previous,
+		SyncWrites:         *a.SyncWrites,
+		RecordCacheEntries: a.Cache.records(),
+		BlockCacheBytes:    a.Cache.blockCache(),
+		Logger:             a.logger.Named("store"),
+		Events:             countStoreEvent,
+	}
+	if a.Postgres != nil {
+		if opts.Postgres, _, err = a.Postgres.options(); err != nil {
+			return nil, err
+		}
+		opts.Dir = ""
+	}
+	val, loaded, err := stores.LoadOrNew(a.storeKey, func() (caddy.Destructor, error) {
+		s, err := vaultstore.Open(opts)
+		if err != nil {
+			return nil, err
+		}
+		return pooledStore{s, *a.SyncWrites}, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("opening vault storage: %w", err)
+	}
+	a.poolKey = a.storeKey
+	ps := val.(pooledStore)
+	if loaded {
+		if !ps.MasterKeyMatches(key) {
+			return nil, errors.New("the master key differs from the one the running store was opened with; restart Caddy to change it")
+		}
+		if ps.syncWrites != *a.SyncWrites {
+			a.logger.Warn("sync_writes changes take effect on restart", zap.Bool("in_effect", ps.syncWrites))
+		}
+	}
+	if err := a.startTransforms(); err != nil { // after the store: a refused start fails before it forks
+		return nil, err
+	}
+	if err := registerMetrics(a.ctx.GetMetricsRegistry(), ps.Store, a.workers); err != nil {
+		return nil, fmt.Errorf("registering metrics: %w", err)
+	}
+	return ps.Store, nil
+}
+
+// Stop implements caddy.App. The store stays open until Cleanup, for the
+// requests still in flight.
+func (a *App) Stop() error {
+	if a.stopped != nil && !isClosed(a.stopped) {
+		close(a.stopped)
+	}
+	return nil
+}
 
 // Cleanup releases this config's reference to the store; the last one
-// closes it.
+// closes it. The app keeps its pointers to the store and the workers:
+// a request still in flight gets an error from a closed store, never a
+// nil pointer.
 func (a *App) Cleanup() error {
+	untrackApp(a)
 	var err error
 	if a.poolKey != "" {
 		_, err = stores.Delete(a.poolKey)
-		a.poolKey, a.store = "", nil
+		a.poolKey = ""
 	}
 	if a.transport != nil {
 		a.transport.CloseIdleConnections()
@@ -373,13 +538,20 @@ func (a *App) Cleanup() error {
 	if a.workersKey != "" {
 		_, werr := pools.Delete(a.workersKey)
 		err = errors.Join(err, werr)
-		a.workersKey, a.workers = "", nil
+		a.workersKey = ""
 	}
 	return errors.Join(err, a.cleanupRateLimitRedis())
 }
 
-// Store returns the vault's store.
-func (a *App) Store() *vaultstore.Store { return a.store }
+// Store returns the vault's store, nil until Start has opened it.
+func (a *App) Store() *vaultstore.Store {
+	select {
+	case <-a.ready:
+		return a.store
+	default:
+		return nil
+	}
+}
 
 // pooledStore is the store as held in the usage pool.
 type pooledStore struct {

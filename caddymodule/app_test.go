@@ -17,11 +17,16 @@ func testKey(b byte) string {
 	return base64.StdEncoding.EncodeToString([]byte(strings.Repeat(string(rune('A'+b)), 32)))
 }
 
+// provisionApp provisions and starts a, as Caddy runs a config, and
+// cleans it up when the test ends.
 func provisionApp(t *testing.T, a *App) error {
 	t.Helper()
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
 	t.Cleanup(func() { cancel(); a.Cleanup() })
-	return a.Provision(ctx)
+	if err := a.Provision(ctx); err != nil {
+		return err
+	}
+	return a.Start()
 }
 
 func TestAppRefusesBadKeyConfig(t *testing.T) {

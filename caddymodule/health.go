@@ -52,6 +52,9 @@ const (
 func (a *App) checkHealth(ctx context.Context) (int, healthReport) {
 	ctx, cancel := context.WithTimeout(ctx, healthTimeout)
 	defer cancel()
+	if a.Store() == nil { // Start has not opened the store yet, or failed to
+		return http.StatusServiceUnavailable, healthReport{Status: "unavailable", Checks: map[string]string{"store": "starting"}}
+	}
 	rep := healthReport{Status: "ok", Checks: map[string]string{}}
 	checks := map[string]func(context.Context) error{
 		"store":      a.store.CheckHealth,

@@ -66,7 +66,7 @@ func (h *ProxyHandler) Provision(ctx caddy.Context) error {
 	if err := h.limits.provision(h.RateLimits, app); err != nil {
 		return err
 	}
-	h.forward = &forwarder{app: app, store: app.Store(), headers: newVaultHeaders(app.HeaderPrefix), logger: ctx.Logger(),
+	h.forward = &forwarder{app: app, headers: newVaultHeaders(app.HeaderPrefix), logger: ctx.Logger(),
 		limits: &h.limits, whitelabel: true}
 	return nil
 }
@@ -108,17 +108,21 @@ func (h *ProxyHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddy
 // hostProxyKey finds the key of the proxy registered for the request's
 // host.
 func (h *ProxyHandler) hostProxyKey(r *http.Request) (string, error) {
+	store, err := h.forward.app.waitStore(r.Context())
+	if err != nil {
+		return "", err
+	}
 	host, _, err := net.SplitHostPort(r.Host)
 	if err != nil {
 		host = r.Host
 	}
-	reg, err := h.forward.store.LookupHostname(r.Context(), host)
+	reg, err := store.LookupHostname(r.Context(), host)
 	if errors.Is(err, vaultstore.ErrNotFound) {
 		return "", errStatus(http.StatusNotFound, "no proxy is registered for this host")
 	} else if err != nil {
 		return "", err
 	}
-	p, err := h.forward.store.GetProxy(r.Context(), reg.TenantID, reg.ProxyID)
+	p, err := store.GetProxy(r.Context(), reg.TenantID, reg.ProxyID)
 	if errors.Is(err, vaultstore.ErrNotFound) {
 		return "", errStatus(http.StatusNotFound, "no proxy is registered for this host")
 	} else if err != nil {

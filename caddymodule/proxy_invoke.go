@@ -39,7 +39,6 @@ const (
 // /proxy, vault_proxy at the root of a whitelabel host.
 type forwarder struct {
 	app     *App
-	store   *vaultstore.Store
 	headers vaultHeaders
 	logger  *zap.Logger
 	limits  *limits
@@ -82,7 +81,13 @@ func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, suffix, pinned
 	}
 }
 
+// store is the vault's store; non-nil once forward has waited for it.
+func (f *forwarder) store() *vaultstore.Store { return f.app.Store() }
+
 func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, suffix, pinnedKey string) error {
+	if _, err := f.app.waitStore(r.Context()); err != nil {
+		return err
+	}
 	inv, err := f.resolve(r, pinnedKey)
 	if lerr := f.limits.check(w, f.limitRequest(r, inv)); lerr != nil {
 		return lerr
@@ -146,7 +151,7 @@ func (f *forwarder) resolve(r *http.Request, pinnedKey string) (*invocation, err
 	ctx := r.Context()
 	var principal *vaultstore.Principal
 	if apiKey := r.Header.Get(f.headers.apiKey); apiKey != "" {
-		p, err := f.store.Authenticate(ctx, apiKey)
+		p, err := f.store().Authenticate(ctx, apiKey)
 		if err != nil {
 			return nil, err
 		}
@@ -162,7 +167,7 @@ func (f *forwarder) resolve(r *http.Request, pinnedKey string) (*invocation, err
 	if key == "" {
 		return f.resolveEphemeral(r, principal)
 	}
-	p, t, err := f.store.ProxyByKey(ctx, key)
+	p, t, err := f.store().ProxyByKey(ctx, key)
 	if errors.Is(err, vaultstore.ErrNotFound) {
 		return nil, errStatus(http.StatusUnauthorized, "a valid proxy key is required")
 	} else if err != nil {
@@ -177,7 +182,7 @@ func (f *forwarder) resolve(r *http.Request, pinnedKey string) (*invocation, err
 	case p.RequireAuth:
 		return nil, vaultstore.ErrUnauthenticated
 	default:
-		app, err := f.store.ServiceApplication(ctx, p.TenantID, p.ApplicationID)
+		app, err := f.store().ServiceApplication(ctx, p.TenantID, p.ApplicationID)
 		if err != nil && !errors.Is(err, vaultstore.ErrNotFound) {
 			return nil, err
 		}
@@ -373,12 +378,12 @@ func (f *forwarder) detokenize(ctx context.Context, inv *invocation, target *url
 	)
 	switch kind {
 	case bodyJSON:
-		out, _, err = f.store.DetokenizeJSON(ctx, req, opts, raw, dst)
+		out, _, err = f.store().DetokenizeJSON(ctx, req, opts, raw, dst)
 	case bodyForm:
-		out, err = detokenizeForm(ctx, f.store, req, opts, raw)
+		out, err = detokenizeForm(ctx, f.store(), req, opts, raw)
 	default:
 		var s string
-		s, _, err = f.store.DetokenizeString(ctx, req, opts, string(raw))
+		s, _, err = f.store().DetokenizeString(ctx, req, opts, string(raw))
 		out = []byte(s)
 	}
 	if err != nil {

@@ -102,7 +102,7 @@ func (f *forwarder) runTransform(r *http.Request, inv *invocation, kind, code st
 		Code:          code,
 		Args:          args,
 		Configuration: p.Configuration,
-		Svc:           newServiceClient(r.Context(), f.store, inv.tenant, p.ApplicationID, "proxy", p.ID),
+		Svc:           newServiceClient(r.Context(), f.store(), inv.tenant, p.ApplicationID, "proxy", p.ID),
 		Meta:          map[string]string{"tenant_id": p.TenantID, "entity": "proxy", "entity_id": p.ID},
 		Realm:         transforms.RealmScope{Tenant: p.TenantID, Principal: p.ApplicationID + "/" + inv.callerID()},
 	})

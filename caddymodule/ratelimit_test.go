@@ -50,7 +50,7 @@ func TestRateLimitRows(t *testing.T) {
 	openProxyKey := tvStr(r.body, "key")
 
 	whitelabel := &ProxyHandler{}
-	whitelabel.forward = &forwarder{app: e.h.app, store: e.store, headers: e.h.headers, logger: e.h.logger, limits: &whitelabel.limits, whitelabel: true}
+	whitelabel.forward = &forwarder{app: e.h.app, headers: e.h.headers, logger: e.h.logger, limits: &whitelabel.limits, whitelabel: true}
 	whitelabel.key = openProxyKey
 
 	type shape struct {

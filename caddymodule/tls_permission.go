@@ -26,7 +26,9 @@ func init() {
 //	    }
 //	}
 type TLSPermission struct {
-	hostnames hostnameLookup
+	// hostnames finds a registered hostname: the vault app's store, once
+	// its Start has opened it.
+	hostnames func(ctx context.Context) (hostnameLookup, error)
 }
 
 // hostnameLookup finds a registered hostname; the store implements it.
@@ -48,13 +50,18 @@ func (p *TLSPermission) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
-	p.hostnames = appIface.(*App).Store()
+	app := appIface.(*App)
+	p.hostnames = func(ctx context.Context) (hostnameLookup, error) { return app.waitStore(ctx) }
 	return nil
 }
 
 // CertificateAllowed allows a certificate only for a registered hostname.
 func (p *TLSPermission) CertificateAllowed(ctx context.Context, name string) error {
-	_, err := p.hostnames.LookupHostname(ctx, name)
+	hostnames, err := p.hostnames(ctx)
+	if err != nil {
+		return fmt.Errorf("checking %s: %w", name, err)
+	}
+	_, err = hostnames.LookupHostname(ctx, name)
 	if errors.Is(err, vaultstore.ErrNotFound) {
 		return fmt.Errorf("%s is not registered for a vault proxy: %w", name, caddytls.ErrPermissionDenied)
 	}

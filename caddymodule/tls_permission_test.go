@@ -22,7 +22,7 @@ func TestTLSPermission(t *testing.T) {
 	if _, err := e.store.RegisterHostname(ctx, e.tenantID, p.ID, "Pay.Example.com"); err != nil {
 		t.Fatal(err)
 	}
-	perm := &TLSPermission{hostnames: e.store}
+	perm := &TLSPermission{hostnames: func(context.Context) (hostnameLookup, error) { return e.store, nil }}
 	tests := []struct {
 		name    string
 		allowed bool

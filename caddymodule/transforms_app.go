@@ -79,8 +79,9 @@ func (c *TransformsConfig) Validate() error {
 	return nil
 }
 
-// provisionTransforms loads (or shares) the worker pool.
-func (a *App) provisionTransforms() error {
+// startTransforms loads (or shares) the worker pool, whose warm workers
+// start at once: part of the app's Start.
+func (a *App) startTransforms() error {
 	cfg := a.Transforms
 	if cfg == nil {
 		cfg = &TransformsConfig{}

@@ -61,19 +61,30 @@ func checkOrCreateMeta(ctx context.Context, rec metaRecord, masters *masterKeys,
 	if m == nil {
 		return fresh, nil
 	}
+	if err := checkMeta(m, masters); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// checkMeta checks an existing store's meta against the master keys: a
+// store of a newer format, or one sealed under keys masters does not
+// hold, is refused. A store in the middle of a master key rotation needs
+// both keys.
+func checkMeta(m *storeMeta, masters *masterKeys) error {
 	if m.Format > FormatVersion {
-		return nil, fmt.Errorf("store format %d is newer than this build supports (%d); use a newer tokenvault", m.Format, FormatVersion)
+		return fmt.Errorf("store format %d is newer than this build supports (%d); use a newer tokenvault", m.Format, FormatVersion)
 	}
 	if m.RotatingTo != nil {
 		if !masters.holds(m.KeyCheck) || !masters.holds(m.RotatingTo) {
-			return nil, fmt.Errorf("%w: a master key rotation was interrupted; start with the new key as master_key and the old one in previous_master_keys to finish it", ErrWrongMasterKey)
+			return fmt.Errorf("%w: a master key rotation was interrupted; start with the new key as master_key and the old one in previous_master_keys to finish it", ErrWrongMasterKey)
 		}
-		return m, nil
+		return nil
 	}
 	if !masters.holds(m.KeyCheck) {
-		return nil, ErrWrongMasterKey
+		return ErrWrongMasterKey
 	}
-	return m, nil
+	return nil
 }
 
 // metaFile keeps the meta in a file of the storage directory, read before

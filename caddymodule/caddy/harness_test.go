@@ -370,8 +370,11 @@ func (s *server) waitReady() error {
 }
 
 // runRefused starts Caddy with opts, expects it to exit on its own within
-// exitTimeout, and returns its exit code and output. The API port must
-// never answer.
+// exitTimeout, and returns its exit code and output. The vault must never
+// serve a request: Caddy starts a config's apps in no fixed order, so the
+// API port may accept a connection in the instant between the HTTP app's
+// start and the vault's refused one, but a request caught then is
+// answered 503.
 func runRefused(t *testing.T, opts serverOpts) (int, string) {
 	t.Helper()
 	s := newServer(t, opts)
@@ -379,6 +382,7 @@ func runRefused(t *testing.T, opts serverOpts) (int, string) {
 	timer := time.NewTimer(exitTimeout)
 	defer timer.Stop()
 	addr := fmt.Sprintf("127.0.0.1:%d", s.apiPort)
+	probe := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	for {
 		select {
 		case <-s.done:
@@ -390,9 +394,8 @@ func runRefused(t *testing.T, opts serverOpts) (int, string) {
 		case <-timer.C:
 			t.Fatalf("caddy did not exit within %v; output:\n%s", exitTimeout, tail(s.stderr(), 4000))
 		case <-time.After(100 * time.Millisecond):
-			if c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
-				c.Close()
-				t.Fatalf("caddy started serving on %s although it should have refused to start; output:\n%s", addr, tail(s.stderr(), 4000))
+			if r, err := doRequest(probe, http.MethodGet, "http://"+addr+"/tenants/self", "", nil); err == nil && r.Status != http.StatusServiceUnavailable {
+				t.Fatalf("caddy served on %s (%d %s) although it should have refused to start; output:\n%s", addr, r.Status, r.Raw, tail(s.stderr(), 4000))
 			}
 		}
 	}

@@ -106,6 +106,11 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if a.PreviousMasterKeys = d.RemainingArgs(); len(a.PreviousMasterKeys) == 0 {
 				return d.ArgErr()
 			}
+			for _, p := range a.PreviousMasterKeys {
+				if !isPlaceholder(p) {
+					return d.Err(errPreviousMasterKeyLiteral.Error()) // at adapt time, so a key never reaches the JSON
+				}
+			}
 			continue
 		}
 		var value string
@@ -116,6 +121,9 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "storage":
 			a.Storage = value
 		case "master_key":
+			if !isPlaceholder(value) {
+				return d.Err(errMasterKeyLiteral.Error()) // at adapt time, so the key never reaches the JSON
+			}
 			a.MasterKey = value
 		case "master_key_file":
 			a.MasterKeyFile = value

@@ -161,6 +161,9 @@ func (h *ProxyHandler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		}
 		h.RateLimits = cfg
 	}
+	if err := h.Validate(); err != nil {
+		return d.Err(err.Error()) // at adapt time, so the key never reaches the JSON
+	}
 	return nil
 }
 

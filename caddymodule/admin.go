@@ -8,6 +8,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
+	"github.com/tokenvault/tokenvault/internal/version"
 	"github.com/tokenvault/tokenvault/vaultstore"
 	"github.com/tokenvault/tokenvault/vaultstore/strictjson"
 )
@@ -50,8 +51,16 @@ func runningStore(r *http.Request) (*vaultstore.Store, error) {
 	return app.Store(), nil
 }
 
+// adminHealthReport is the health report with Tokenvault's version, for
+// the operator (the public health_path leaves the version out).
+type adminHealthReport struct {
+	// Version is Tokenvault's release (internal/version).
+	Version string `json:"version"`
+	healthReport
+}
+
 // handleHealth: GET /vault/health, 200 when every part of the vault
-// works, else 503 naming the failing part.
+// works, else 503 naming the failing part, with Tokenvault's version.
 func (a AdminAPI) handleHealth(w http.ResponseWriter, r *http.Request) error {
 	if r.Method != http.MethodGet {
 		return methodNotAllowed(r)
@@ -60,7 +69,8 @@ func (a AdminAPI) handleHealth(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return app.serveHealth(w, r)
+	status, rep := app.checkHealth(r.Context())
+	return writeJSON(w, status, adminHealthReport{Version: version.Version, healthReport: rep})
 }
 
 // handleTenants: POST /vault/tenants creates a tenant with a management

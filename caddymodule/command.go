@@ -26,7 +26,7 @@ import (
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "vault",
-		Usage: "tenant create|list|delete|quotas | rotate-master-key | rotate-data-key | hostname add|list|delete | backup --output FILE | restore --input FILE --storage DIR [--address <admin>]",
+		Usage: "tenant create|list|delete|quotas | rotate-master-key | rotate-data-key | hostname add|list|delete | backup --output FILE | restore --input FILE --storage DIR [--address <admin>] | version",
 		Short: "Operates the token vault of a running Caddy",
 		Long: `
 Operates the token vault through the admin API of a running Caddy, so it
@@ -71,10 +71,14 @@ works while the vault holds its storage open.
       the same into the PostgreSQL database whose connection string is
       in the environment variable NAME; its table must hold no entries.
       Start the nodes on that database with the same master key.
+  caddy vault version
+      prints Tokenvault's version, the module version Go recorded in this
+      binary (what caddy build-info shows), Caddy's version and Go's.
 
 The admin endpoint is found like Caddy's own commands find it: --address,
 or the admin address of --config, or the default localhost:2019. restore
-needs no running Caddy: it writes DIR (or the database) itself.`,
+and version need no running Caddy: restore writes DIR (or the database)
+itself.`,
 		CobraFunc: func(cmd *cobra.Command) {
 			tenant := &cobra.Command{Use: "tenant", Short: "Creates, lists and deletes tenants"}
 			create := &cobra.Command{
@@ -105,7 +109,7 @@ needs no running Caddy: it writes DIR (or the database) itself.`,
 				addAdminFlags(c)
 				tenant.AddCommand(c)
 			}
-			cmd.AddCommand(tenant, hostnameCommand(), rotateMasterKeyCommand(), rotateDataKeyCommand(), workerCommand(), backupCommand(), restoreCommand())
+			cmd.AddCommand(tenant, hostnameCommand(), rotateMasterKeyCommand(), rotateDataKeyCommand(), workerCommand(), backupCommand(), restoreCommand(), versionCommand())
 		},
 	})
 }

@@ -15,6 +15,8 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+
+	"github.com/tokenvault/tokenvault/internal/version"
 )
 
 // xcaddyManifest is the part of xcaddy.json the build relies on.
@@ -22,11 +24,17 @@ type xcaddyManifest struct {
 	CaddyVersion string `json:"caddy_version"`
 	Plugins      []struct {
 		ModulePath string `json:"module_path"`
+		Version    string `json:"version"`
 	} `json:"plugins"`
+	Replacements []struct {
+		Old string `json:"old"`
+		New string `json:"new"`
+	} `json:"replacements"`
 	Project struct {
 		MainPackage    string   `json:"main_package"`
 		ExpectModules  []string `json:"expect_modules"`
 		ExpectCommands []string `json:"expect_commands"`
+		Equivalent     string   `json:"xcaddy_equivalent"`
 	} `json:"x_tokenvault"`
 }
 
@@ -64,9 +72,23 @@ func TestXcaddyManifest(t *testing.T) {
 		p, _ := strconv.Unquote(imp.Path.Value)
 		imports = append(imports, p)
 	}
+	// xcaddy's generated main imports each plugin's module path: its root
+	// package (tokenvault.go) registers every vault module.
 	want := []string{"github.com/caddyserver/caddy/v2/modules/standard"}
 	for _, p := range m.Plugins {
-		want = append(want, p.ModulePath+"/caddymodule")
+		want = append(want, p.ModulePath)
+	}
+	// The plugin is pinned at the release the code says it is, so that
+	// `caddy build-info` and `caddy list-modules --versions` of an xcaddy
+	// build show it; the checkout replaces that version.
+	if len(m.Plugins) != 1 || m.Plugins[0].ModulePath != modulePath || m.Plugins[0].Version != "v"+version.Version {
+		t.Errorf("plugins = %+v, want %s at v%s", m.Plugins, modulePath, version.Version)
+	}
+	if len(m.Replacements) != 1 || m.Replacements[0].Old != modulePath+"@v"+version.Version || m.Replacements[0].New != "." {
+		t.Errorf("replacements = %+v, want %s@v%s => .", m.Replacements, modulePath, version.Version)
+	}
+	if want := "xcaddy build " + m.CaddyVersion + " --with " + modulePath + "@v" + version.Version + "=. "; !strings.HasPrefix(m.Project.Equivalent, want) {
+		t.Errorf("xcaddy_equivalent %q, want it to start with %q", m.Project.Equivalent, want)
 	}
 	for _, w := range want {
 		if !slices.Contains(imports, w) {

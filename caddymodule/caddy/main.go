@@ -1,5 +1,7 @@
 // Command caddy is Caddy with the token vault: what xcaddy would build
-// from xcaddy.json (xcaddy itself is not needed).
+// from xcaddy.json (xcaddy itself is not needed). Like xcaddy's generated
+// main it imports the plugin's module path, whose package registers every
+// vault module.
 package main
 
 import (
@@ -8,8 +10,7 @@ import (
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 
-	_ "github.com/tokenvault/tokenvault/caddymodule"
-	_ "github.com/tokenvault/tokenvault/caddymodule/certstorage" // caddy.storage.vault_postgres
+	_ "github.com/tokenvault/tokenvault"
 )
 
 func main() {

@@ -279,3 +279,19 @@ func TestRestoreRefusesNonEmptyDatabase(t *testing.T) {
 		t.Errorf("%d entries after the refused restore, %d before", len(after), len(before))
 	}
 }
+
+// The sweep stays with the node that took it, from one interval to the
+// next, so a cluster sweeps once a minute, not once per node.
+func TestClusterSweepStaysWithOneNode(t *testing.T) {
+	nodes := clusterNodes(t, 2, newFakeClock())
+	a, b := nodes[0], nodes[1]
+	ctx := context.Background()
+	a.backgroundWork(ctx)
+	b.backgroundWork(ctx)
+	if err := b.takeLease(ctx, "sweep", time.Minute); !errors.Is(err, errLeaseHeld) {
+		t.Fatalf("after both nodes' sweep tick, b could take the sweep lease: %v", err)
+	}
+	if err := a.takeLease(ctx, "sweep", sweepLeaseTTL); err != nil {
+		t.Fatalf("a no longer holds the sweep: %v", err)
+	}
+}

@@ -29,6 +29,10 @@ func (s *Store) sweepLoop() {
 	}
 }
 
+// sweepLeaseTTL is how long the sweeping process keeps the sweep without
+// renewing it: the longest the sweep pauses when that process dies.
+const sweepLeaseTTL = 3 * sweepInterval
+
 // backgroundWork is what the sweep loop does each interval. CVC keys are
 // shredded by every process (each drops the keys it holds in memory); the
 // rest runs in one process of those sharing the engine, under a lease, and
@@ -37,9 +41,19 @@ func (s *Store) backgroundWork(ctx context.Context) {
 	if err := s.cvc.shred(ctx, s.now()); err != nil && ctx.Err() == nil {
 		s.logger.Warn("shredding ended cvc keys failed", zap.Error(err))
 	}
-	if _, err := s.exclusively(ctx, "sweep", func(ctx context.Context) error {
-		return errors.Join(s.purgeExpired(ctx, s.now()), s.resumeTenantDeletions(ctx), s.resumeReseals(ctx))
-	}); err != nil && ctx.Err() == nil {
+	if s.shared {
+		// one process sweeps while it lives: it keeps the lease from one
+		// sweep to the next, and another takes over once it has lapsed
+		if err := s.takeLease(ctx, "sweep", sweepLeaseTTL); errors.Is(err, errLeaseHeld) {
+			return
+		} else if err != nil {
+			if ctx.Err() == nil {
+				s.logger.Warn("taking the sweep lease failed", zap.Error(err))
+			}
+			return
+		}
+	}
+	if err := errors.Join(s.purgeExpired(ctx, s.now()), s.resumeTenantDeletions(ctx), s.resumeReseals(ctx)); err != nil && ctx.Err() == nil {
 		s.logger.Warn("sweep failed", zap.Error(err))
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -158,7 +159,9 @@ func (h *API) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Hand
 		extra.Add(zap.String("trace_id", traceID))
 	}
 	rec := &statusRecorder{ResponseWriter: w}
+	start := time.Now()
 	op, tenant := h.serve(rec, r)
+	vaultMetrics.requestTime.WithLabelValues(op).Observe(time.Since(start).Seconds())
 	if rec.status == 0 {
 		rec.status = http.StatusOK
 	}

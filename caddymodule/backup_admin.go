@@ -44,6 +44,7 @@ func (a AdminAPI) handleBackup(w http.ResponseWriter, r *http.Request) error {
 	var bytes, records int64
 	err = app.Store().Backup(r.Context(), fw, func(b, n int64) { bytes, records = b, n })
 	if err == nil {
+		lastBackup.Store(time.Now().UnixMilli())
 		app.logger.Info("backup sent", zap.Int64("bytes", bytes), zap.Int64("records", records), zap.Duration("took", time.Since(start)))
 		return nil
 	}

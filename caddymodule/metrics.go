@@ -4,9 +4,11 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tokenvault/tokenvault/internal/version"
 	"github.com/tokenvault/tokenvault/transforms"
 	"github.com/tokenvault/tokenvault/vaultstore"
 )
@@ -18,6 +20,7 @@ import (
 // metrics_per_tenant.
 var vaultMetrics = struct {
 	requests          *prometheus.CounterVec
+	requestTime       *prometheus.HistogramVec
 	tokens            *prometheus.CounterVec
 	detokenized       prometheus.Counter
 	destinationTime   prometheus.Histogram
@@ -30,6 +33,11 @@ var vaultMetrics = struct {
 		Namespace: "tokenvault", Name: "requests_total",
 		Help: "API and proxy requests by operation and status code.",
 	}, []string{"operation", "code", "tenant"}),
+	requestTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: "tokenvault", Name: "request_duration_seconds",
+		Help:    "Time the vault_api handler took to answer, by operation (a proxy's includes its destination's).",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 12),
+	}, []string{"operation"}),
 	tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "tokenvault", Name: "tokens_total",
 		Help: "Tokens created, deleted and expired, by token type.",
@@ -78,9 +86,39 @@ var rateLimitRedisMetrics = struct {
 	}),
 }
 
+// buildInfo is 1, labelled with Tokenvault's version.
+var buildInfo = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+	Namespace: "tokenvault", Name: "build_info",
+	Help:        "Always 1; the version label is Tokenvault's release.",
+	ConstLabels: prometheus.Labels{"version": version.Version},
+}, func() float64 { return 1 })
+
+// lastBackup is when the admin API last sent a backup whole (GET
+// /vault/backup, behind `caddy vault backup`), in Unix milliseconds; 0
+// before the first one of this process.
+var lastBackup atomic.Int64
+
+// backupCollector reports lastBackup once there is one: a process that
+// has sent no backup reports nothing rather than 1970, so an alert on the
+// backup's age reads the last one across restarts (max_over_time).
+type backupCollector struct{}
+
+var backupDesc = prometheus.NewDesc("tokenvault_backup_last_success_timestamp_seconds",
+	"Unix time of the last backup this process sent whole through the admin API (caddy vault backup); absent before the first.", nil, nil)
+
+// Describe implements prometheus.Collector.
+func (backupCollector) Describe(ch chan<- *prometheus.Desc) { ch <- backupDesc }
+
+// Collect implements prometheus.Collector.
+func (backupCollector) Collect(ch chan<- prometheus.Metric) {
+	if ms := lastBackup.Load(); ms != 0 {
+		ch <- prometheus.MustNewConstMetric(backupDesc, prometheus.GaugeValue, float64(ms)/1000)
+	}
+}
+
 // registerRateLimitRedisMetrics adds the Redis rate limit metrics to a
 // config's registry.
-func registerRateLimitRedisMetrics(reg *prometheus.Registry) error {
+func registerRateLimitRedisMetrics(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{rateLimitRedisMetrics.up, rateLimitRedisMetrics.fallbacks} {
 		if err := reg.Register(c); err != nil {
 			var already prometheus.AlreadyRegisteredError
@@ -94,13 +132,14 @@ func registerRateLimitRedisMetrics(reg *prometheus.Registry) error {
 
 // registerMetrics adds the vault's collectors and the store's to a
 // config's registry.
-func registerMetrics(reg *prometheus.Registry, store *vaultstore.Store, workers *transforms.Pool) error {
+func registerMetrics(reg prometheus.Registerer, store *vaultstore.Store, workers *transforms.Pool) error {
 	collectors := []prometheus.Collector{
-		vaultMetrics.requests, vaultMetrics.tokens, vaultMetrics.detokenized,
+		vaultMetrics.requests, vaultMetrics.requestTime, vaultMetrics.tokens, vaultMetrics.detokenized,
 		vaultMetrics.destinationTime, vaultMetrics.destinationStatus, vaultMetrics.rateLimited,
 		vaultMetrics.transformRuns, vaultMetrics.transformFailures,
 		storeCollector{store},
 		poolCollector{workers},
+		backupCollector{}, buildInfo,
 	}
 	for _, c := range collectors {
 		if err := reg.Register(c); err != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"regexp"
 	"runtime/debug"
 	"strings"
@@ -106,3 +107,27 @@ func TestAdminHealthShowsVersion(t *testing.T) {
 	}
 }
 
+// TestReleaseFilesNameVersion: CHANGELOG.md's latest release and
+// SECURITY.md's supported line are the version compiled in.
+func TestReleaseFilesNameVersion(t *testing.T) {
+	changelog, err := os.ReadFile("../CHANGELOG.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	releases := regexp.MustCompile(`(?m)^## \[(\d+\.\d+\.\d+)\] - \d{4}-\d{2}-\d{2}$`).FindAllStringSubmatch(string(changelog), -1)
+	if len(releases) == 0 || releases[0][1] != version.Version {
+		t.Errorf("CHANGELOG.md's latest release is %v, want %s", releases, version.Version)
+	}
+	if !strings.Contains(string(changelog), "["+version.Version+"]: ") {
+		t.Errorf("CHANGELOG.md has no link for [%s]", version.Version)
+	}
+	security, err := os.ReadFile("../SECURITY.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	major, minor, _ := strings.Cut(version.Version, ".")
+	minor, _, _ = strings.Cut(minor, ".")
+	if line := "| " + major + "." + minor + ".x"; !strings.Contains(string(security), line) {
+		t.Errorf("SECURITY.md does not list %s.%s.x as supported", major, minor)
+	}
+}

@@ -99,7 +99,9 @@ func (f *cvcSlotFile) close() error { return f.file.Close() }
 var cvcKeysPrefix = []byte("tokenvault/cvc/")
 
 // cvcKeyEntries keeps CVC keys as entries of a shared engine, so that
-// every node opens the CVCs any node sealed. A key is created once per
+// every node opens the CVCs any node sealed. Its engine is its own
+// connection pool to the vault's database (see openPostgres), which it
+// closes. A key is created once per
 // epoch (the first node's wins, in one transaction) and deleted when its
 // epoch ends; its entry also carries a time to live a little past that,
 // so a key is deleted even if no node sweeps. What a deleted entry leaves
@@ -172,7 +174,7 @@ func (e cvcKeyEntries) erase(ctx context.Context, epoch int64) error {
 	return e.kv.Update(ctx, func(w Writer) error { return w.Delete(cvcKeyEntry(epoch)) })
 }
 
-func (cvcKeyEntries) close() error { return nil }
+func (e cvcKeyEntries) close() error { return e.kv.Close() }
 
 // Interface guards
 var (

@@ -226,6 +226,10 @@ func openBadgerDir(o Options, masters *masterKeys) (*storage, error) {
 	return &storage{engine: engine, meta: meta, recorder: recorder, cvc: cvc, dir: dir}, nil
 }
 
+// cvcKeyConns is the size of the pool that CVC keys are read and created
+// through: each use is one short statement.
+const cvcKeyConns = 2
+
 // openPostgres connects to the database, checks the master key against
 // the meta entry there (creating it in an empty database) and keeps the
 // CVC keys as entries beside the vault's.
@@ -245,9 +249,21 @@ func openPostgres(o Options, masters *masterKeys) (*storage, error) {
 		engine.Close()
 		return nil, fmt.Errorf("database: %w", err)
 	}
-	cvc, err := openCVCKeyring(ctx, cvcKeyEntries{engine}, masters)
+	// CVC keys are read and created while a token's transaction holds one
+	// of the pool's connections: on a pool of their own, a burst of them
+	// can never wait for connections held by the transactions waiting on
+	// them.
+	keyPool := po
+	keyPool.MaxConns, keyPool.PurgeInterval = cvcKeyConns, -1
+	keyEngine, err := postgres.Open(ctx, keyPool)
 	if err != nil {
 		engine.Close()
+		return nil, err
+	}
+	cvc, err := openCVCKeyring(ctx, cvcKeyEntries{keyEngine}, masters)
+	if err != nil {
+		engine.Close()
+		keyEngine.Close()
 		return nil, err
 	}
 	return &storage{engine: engine, meta: meta, recorder: recorder, cvc: cvc}, nil

@@ -16,7 +16,9 @@ type countingKV struct {
 	KV
 	updates atomic.Int64
 	fail    atomic.Bool
-	after   func()
+	// after, when set, runs after each write transaction; an atomic, as
+	// a store sharing its engine takes leases in the background
+	after atomic.Pointer[func()]
 }
 
 func (c *countingKV) Update(ctx context.Context, fn func(Writer) error) error {
@@ -25,8 +27,8 @@ func (c *countingKV) Update(ctx context.Context, fn func(Writer) error) error {
 		return errors.New("injected: storage unavailable")
 	}
 	err := c.KV.Update(ctx, fn)
-	if c.after != nil {
-		c.after()
+	if after := c.after.Load(); after != nil {
+		(*after)()
 	}
 	return err
 }
@@ -262,11 +264,16 @@ func TestActivityMarkerRememberedForItsMonth(t *testing.T) {
 	w, kv, _ := newBatchWorld(t)
 	written := w.clock.Peek()
 	nextMonth := time.Date(written.Year(), written.Month()+1, 1, 0, 0, 1, 0, time.UTC)
-	kv.after = func() { twAdvance(w.clock, nextMonth.Sub(w.clock.Peek())) }
+	turn := func() {
+		if d := nextMonth.Sub(w.clock.Peek()); d > 0 {
+			twAdvance(w.clock, d)
+		}
+	}
+	kv.after.Store(&turn)
 	if err := w.s.markActiveIDs(w.ctx, w.tenant.ID, []string{"tok_turn"}); err != nil {
 		t.Fatal(err)
 	}
-	kv.after = nil
+	kv.after.Store(nil)
 	if !w.s.active.known(activeTokenKey(w.tenant.ID, written, "tok_turn")) {
 		t.Error("the marker written is not remembered")
 	}

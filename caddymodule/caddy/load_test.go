@@ -1,7 +1,7 @@
 package main
 
 // The load benchmark: the vault against Caddy floors, side by side in one
-// Caddy process.
+// Caddy process, on Badger or on PostgreSQL, with one vault node or two.
 //
 // Command (from the repository root; about 8 minutes on 2 cores, plus the
 // build of the binary):
@@ -17,14 +17,36 @@ package main
 // made during the run) for every case of the first round at the highest
 // concurrency, named after the case (<case>-c64.pprof and
 // <case>-c64.allocs.pprof); read one with `go tool pprof -top <file>`
-// (-sample_index=alloc_space for allocations). Without TV_LOAD the test is
-// skipped, so the normal test suite does not run it.
+// (-sample_index=alloc_space for allocations); with two nodes the second
+// node's are <case>-c64-node2.pprof and so on. Without TV_LOAD the test
+// is skipped, so the normal test suite does not run it.
 //
-// What runs, all on 127.0.0.1 in one Caddy process built from this tree:
+// TV_LOAD_ENGINE=postgres keeps the vault in PostgreSQL instead of Badger:
+// a fresh database (pgtest.NewDatabase: on the machine's server, or the
+// one TV_POSTGRES_URL names; dropped at the end) in a postgres block of
+// the vault block, its connection string handed to Caddy in the
+// environment (TV_LOAD_PG_URL) and named by a placeholder. The server
+// must run on this machine: the benchmark reads its processes in /proc
+// and its log (below). TV_LOAD_NODES=2 (PostgreSQL only) starts a second
+// vault process on the same database, without the floors; the load
+// generator's connection w goes to node w mod 2, straight to the node's
+// port. There is no load balancer in front, so the figures measure the
+// vault nodes and nothing else (at 1 connection only the first node
+// serves). TV_LOAD_PG_MAX_CONNS=<n> sets each node's max_conns (default:
+// the engine's), TV_LOAD_PG_SETTINGS=<name>=<value>,... sets server
+// settings for the run's database only (ALTER DATABASE ... SET, for
+// example commit_delay=100,commit_siblings=2), and
+// TV_LOAD_PG_DSN_PARAMS=<k>=<v>&... adds parameters to the connection
+// string (for example default_query_exec_mode=exec).
+//
+// What runs, all on 127.0.0.1 in one Caddy process built from this tree
+// (and a second one for the second node, with the vault only):
 //
 //   - the vault: a site with vault_api (rate_limits off), real Badger in
 //     a temporary directory, sync_writes on (every acknowledged write is
-//     on disk), an egress block allowing http and 127.0.0.0/8;
+//     on disk), or PostgreSQL (every commit is flushed, as the server's
+//     synchronous_commit says), an egress block allowing http and
+//     127.0.0.0/8;
 //   - floor "respond": a second site whose `respond` routes answer the
 //     same methods and paths with static JSON bodies of the size the vault
 //     answers for that case;
@@ -75,16 +97,23 @@ package main
 //	            sending the request to reading the whole response
 //	CPU µs/req  the utime+stime of the Caddy process and its transform
 //	            workers (from /proc/<pid>/stat, 100 ticks per second) over
-//	            the runs, divided by every response it gave in them
+//	            the runs, divided by every response it gave in them; with
+//	            two nodes, of both Caddy processes
+//	pg µs/req   (PostgreSQL only) the same for the database server's
+//	            processes that serve the run: the sessions of the run's
+//	            database (the postmaster's children whose process title
+//	            names it) and the WAL writer
 //	load µs     the same for the test process: the load generator, and
 //	            for the proxy cases the destination
 //	idle µs     the machine's idle and iowait time (/proc/stat, both
 //	            CPUs) divided the same way: time in which nothing had work
 //	            to run, for instance while every connection waited on a
-//	            sync. The three columns add up to about 2 CPUs ÷ req/s
-//	disk KB/req what the Caddy process wrote to storage over the runs
+//	            sync. The columns add up to about 2 CPUs ÷ req/s, less
+//	            what other processes took
+//	disk KB/req what the Caddy processes wrote to storage over the runs
 //	            (write_bytes of /proc/<pid>/io: Badger and the access
-//	            logs), divided the same way
+//	            logs), and on PostgreSQL what the run's sessions and the
+//	            WAL writer wrote, divided the same way
 //	floor       the floor case the vault case is compared with
 //	ratio       vault req/s ÷ floor req/s in the same round, the median
 //	            over the rounds, with the lowest and highest round in
@@ -95,14 +124,52 @@ package main
 //	            is marked "!", its errors are listed under the table, and
 //	            the test fails after printing everything
 //
+// On PostgreSQL each table is followed by a line per vault case of what
+// the database did per request:
+//
+//	pg µs       as in the table: the run's sessions and the WAL writer
+//	walw µs     of which the WAL writer
+//	other µs    the server's other processes (checkpointer, background
+//	            writer, postmaster): they work for every database, on a
+//	            shared server other tests' too, so they are not in pg µs
+//	trips       data segments the run's sessions received (data_segs_in
+//	            of `ss -ti`): about the round trips, as a pipelined batch
+//	            arrives in one segment on loopback
+//	commits     transactions of the run's database committed and rolled
+//	rollbks     back (pg_stat_database): a View ends with ROLLBACK, and
+//	            so does a run of an Update that lost a conflict
+//	WALsync     WAL flushes, bytes and full-page images of the whole
+//	WAL KB, FPI server (pg_stat_wal; a shared server's other work too)
+//	disk KB     write_bytes of the run's sessions and the WAL writer
+//	other KB    write_bytes of the server's other processes
+//	errors      ERROR lines of the run's database in the server log
+//	            (/var/log/postgresql/postgresql-15-main.log), listed by
+//	            message at the end of the line
+//	sessions    the pools' sessions, sampled in pg_stat_activity every
+//	            20 ms: how many on average were idle (in the pool, or held
+//	            by the vault outside a transaction), in-txn (in a
+//	            transaction, waiting for the vault's next statement: the
+//	            vault's CPU or a round trip), aborted (after a failed
+//	            statement, waiting for the ROLLBACK), cpu (running),
+//	            wal-io (writing or syncing the WAL), wal-wait (waiting for
+//	            another session's WAL flush: group commit), lock:... and
+//	            LWLock:... (waiting on a lock)
+//
+// The statistics (commits to errors) are read between runs, at least
+// 1.1 s after a run ended (a session reports them when idle, at most once
+// a second): they also count the warm-up requests, which they divide by
+// too, and whatever the vault did in the background meanwhile.
+//
 // Under each table: the share of the CPUs that other processes on the
-// machine used during its runs (user time from /proc/stat, less Caddy's
-// and the test process's; above 5% the table is marked as disturbed: run
-// it again on a quiet machine), and Caddy's memory after that
-// concurrency. At the end:
+// machine used during its runs (user time from /proc/stat, less Caddy's,
+// the test process's and the run's PostgreSQL processes'; above 5% the
+// table is marked as disturbed: run it again on a quiet machine), with
+// the load average, on PostgreSQL the share other databases' sessions
+// took, and Caddy's memory after that concurrency. At the end:
 // the time of a page of 20 in the read tenant (25 tokens) and in the
 // write tenant (every token the create cases made), Caddy's peak RSS,
-// the storage's size, and the warnings and errors in Caddy's log.
+// the storage's size (on PostgreSQL the database's), and the warnings
+// and errors in each node's log.
 //
 // The vault's writes are durable (msync of Badger's memory-mapped files
 // on every group commit): on a Linux 6.18 ext4 machine a full run wrote
@@ -112,9 +179,10 @@ package main
 //
 // The load generator and the destination run in the test process on the
 // same cores as Caddy: at 16 and 64 connections they take a large part of
-// the CPU (load µs). CPU µs/req counts only the Caddy process, so it is
-// the better measure of the vault's own cost; a ratio is (floor's CPU +
-// load + idle) ÷ (vault's CPU + load + idle) per request.
+// the CPU (load µs), and on PostgreSQL so does the database server. CPU
+// µs/req counts only the Caddy processes, so it is the better measure of
+// the vault's own cost; a ratio is (floor's CPU + load + idle) ÷ (vault's
+// CPU + pg + load + idle) per request.
 
 import (
 	"bufio"
@@ -161,8 +229,46 @@ type loadCase struct {
 	floor  *loadCase // nil for a floor case
 	method string
 	urls   []string // worker w's i-th request uses urls[(w+i)%len(urls)]
-	body   []byte
-	header http.Header
+	// nodeURLs, when set (a vault case with several nodes), are the urls
+	// of each node: worker w sends to node w%len(nodeURLs)
+	nodeURLs [][]string
+	body     []byte
+	header   http.Header
+}
+
+// workerURLs are the URLs worker w sends to.
+func (c *loadCase) workerURLs(w int) []string {
+	if len(c.nodeURLs) > 0 {
+		return c.nodeURLs[w%len(c.nodeURLs)]
+	}
+	return c.urls
+}
+
+// loadProcs are the processes a run measures: the vault's Caddy
+// processes (the first also serves the floors) and, on PostgreSQL, the
+// database server's.
+type loadProcs struct {
+	vault []int
+	pg    *pgMonitor // nil on Badger
+}
+
+// cpuTicks is the CPU time of the vault processes and their transform
+// workers.
+func (p *loadProcs) cpuTicks() int64 {
+	var n int64
+	for _, pid := range p.vault {
+		n += procCPUTicks(pid)
+	}
+	return n
+}
+
+// writeBytes is what the vault processes wrote to storage.
+func (p *loadProcs) writeBytes() int64 {
+	var n int64
+	for _, pid := range p.vault {
+		n += procWriteBytes(pid)
+	}
+	return n
 }
 
 // runResult is one run of one case at one concurrency.
@@ -170,12 +276,18 @@ type runResult struct {
 	ok, failed int
 	elapsed    time.Duration
 	lat        []time.Duration // successful requests
-	cpuTicks   int64
-	diskBytes  int64 // written by the Caddy process (write_bytes of /proc/<pid>/io)
-	otherTicks int64 // user CPU of every other process on the machine
-	idleTicks  int64 // idle and iowait CPU of the machine
-	loadTicks  int64 // CPU of this process: the load generator and the destination
+	cpuTicks   int64           // the vault processes'
+	diskBytes  int64           // written by the vault processes (write_bytes of /proc/<pid>/io)
+	otherTicks int64           // user CPU of every other process on the machine
+	idleTicks  int64           // idle and iowait CPU of the machine
+	loadTicks  int64           // CPU of this process: the load generator and the destination
 	errs       map[string]int
+	warm       int // the untimed warm-up requests, one per connection
+
+	// on PostgreSQL
+	pg       pgUse      // the server's processes, from /proc
+	sessions pgSessions // the sessions' states, sampled
+	pgStats  pgStats    // from the run's start to the next run's (see pgStatsSettle)
 }
 
 func (r runResult) rate() float64 {
@@ -207,6 +319,7 @@ func TestLoad(t *testing.T) {
 		concurrencies = parseConns(t, v)
 	}
 	needBinary(t)
+	engine := loadEngineFromEnv(t)
 	began := time.Now()
 
 	var report strings.Builder // what TV_LOAD_OUT gets
@@ -234,9 +347,25 @@ func TestLoad(t *testing.T) {
 	// run (RateLimits false: the harness writes `rate_limits off` in the
 	// vault_api block), so the run measures the vault, not its limiter;
 	// checked below in the Caddyfile the harness wrote.
-	s := startServer(t, serverOpts{VaultExtra: egressLoopback, RateLimits: false, ExtraSites: floorSites(nil)})
-	if cfg, err := os.ReadFile(s.configPath); err != nil || !strings.Contains(string(cfg), "rate_limits off") {
-		t.Fatalf("the vault's Caddyfile does not switch rate limits off (%v):\n%s", err, cfg)
+	// On PostgreSQL the vault block gets a postgres block whose
+	// connection string is a placeholder of the processes' environment;
+	// more nodes are more Caddy processes on the same database, without
+	// the floors.
+	pgExtra, pgEnv := engine.prepare(t)
+	s := startServer(t, serverOpts{VaultExtra: egressLoopback + pgExtra, RateLimits: false, ExtraSites: floorSites(nil), Env: pgEnv})
+	nodes := []*server{s}
+	for len(nodes) < engine.nodes {
+		nodes = append(nodes, startServer(t, serverOpts{VaultExtra: egressLoopback + pgExtra, RateLimits: false, Env: pgEnv}))
+	}
+	procs := &loadProcs{}
+	for _, n := range nodes {
+		if cfg, err := os.ReadFile(n.configPath); err != nil || !strings.Contains(string(cfg), "rate_limits off") {
+			t.Fatalf("the vault's Caddyfile does not switch rate limits off (%v):\n%s", err, cfg)
+		}
+		procs.vault = append(procs.vault, n.cmd.Process.Pid)
+	}
+	if engine.name == "postgres" {
+		procs.pg = newPGMonitor(t, engine.dsn)
 	}
 	pid := s.cmd.Process.Pid
 	respondURL := fmt.Sprintf("http://127.0.0.1:%d", respondPort)
@@ -336,6 +465,21 @@ func TestLoad(t *testing.T) {
 		fProxy64K, vProxy64K1, vProxy64K5,
 	})
 	profileDir := os.Getenv("TV_LOAD_PROFILE")
+	if len(nodes) > 1 {
+		// the load generator's worker w sends to node w%len(nodes)
+		for _, c := range cases {
+			if c.floor == nil {
+				continue
+			}
+			for _, n := range nodes {
+				var u []string
+				for _, x := range c.urls {
+					u = append(u, n.baseURL+strings.TrimPrefix(x, base))
+				}
+				c.nodeURLs = append(c.nodeURLs, u)
+			}
+		}
+	}
 
 	// Check every vault case once, and measure its answer for the floors.
 	setupClient := &http.Client{Timeout: requestTimeout}
@@ -372,6 +516,13 @@ func TestLoad(t *testing.T) {
 			}
 		}
 	}
+	for _, c := range cases { // the other nodes answer too
+		for i := 1; i < len(c.nodeURLs); i++ {
+			if status, body, err := loadOnceAt(setupClient, c, c.nodeURLs[i], 0); err != nil || status/100 != 2 {
+				t.Fatalf("%s on node %d: status %d, error %v; body: %.300s", c.name, i+1, status, err, body)
+			}
+		}
+	}
 	s.opts.ExtraSites = floorSites(sizes)
 	if err := s.reload(""); err != nil {
 		t.Fatal(err)
@@ -390,10 +541,22 @@ func TestLoad(t *testing.T) {
 	}
 
 	// The environment.
-	est := time.Duration(len(concurrencies)*rounds*len(cases)) * (runTime + perRunOverhead)
+	overhead := perRunOverhead
+	if procs.pg != nil {
+		overhead += pgStatsSettle - loadPause
+	}
+	est := time.Duration(len(concurrencies)*rounds*len(cases)) * (runTime + overhead)
 	out("Tokenvault load benchmark (TV_LOAD=%s)\n", mode)
 	out("%s\n", loadEnvironment())
-	out("caddy pid %d, vault storage %s (sync_writes on), proxy %s -> %s\n", pid, s.opts.Storage, proxyID, dest.url)
+	if engine.name == "postgres" {
+		out("vault: %s, caddy pids %v (the first also serves the floors), database %s; proxy %s -> %s\n", engine.describe(), procs.vault, procs.pg.db, proxyID, dest.url)
+		if len(nodes) > 1 {
+			out("nodes: the load generator's connection w goes to node w mod %d, straight to its port (no load balancer)\n", len(nodes))
+		}
+	} else {
+		out("caddy pid %d, vault storage %s (sync_writes on), proxy %s -> %s\n", pid, s.opts.Storage, proxyID, dest.url)
+	}
+	out("load average at the start: %s\n", loadAverage())
 	out("bodies: POST /tokens %d B, POST /tokenize %d B (5 cards), /proxy %d B and %d B\n",
 		len(cardBody), len(tokenizeBody), len(proxy1K1), len(proxy64K1))
 	out("vault answers (floor bodies sized to match): POST /tokens %d B, POST /tokenize %d B, GET /tokens/{id} %d B, GET /tokens?size=20 %d B\n",
@@ -406,6 +569,28 @@ func TestLoad(t *testing.T) {
 	type agg struct{ runs []runResult }
 	var failedCases []string
 	loadStart := time.Now()
+	// PostgreSQL's statistics of a run are read at the next run's start
+	// (or after the last run), at least pgStatsSettle after it ended.
+	var (
+		pgPrev    pgStats
+		pgFill    func(pgStats)
+		lastEnded time.Time
+	)
+	pgStatsNow := func() {
+		if procs.pg == nil {
+			return
+		}
+		time.Sleep(time.Until(lastEnded.Add(pgStatsSettle)))
+		now := procs.pg.stats(&pgPrev)
+		if pgFill != nil {
+			pgFill(now.sub(pgPrev))
+			pgFill = nil
+		}
+		pgPrev = now
+	}
+	if procs.pg != nil {
+		pgPrev = procs.pg.stats(nil)
+	}
 	for _, conc := range concurrencies {
 		results := map[*loadCase]*agg{}
 		for _, c := range cases {
@@ -413,37 +598,62 @@ func TestLoad(t *testing.T) {
 		}
 		for r := 1; r <= rounds; r++ {
 			for _, c := range cases {
-				var profiled func()
+				pgStatsNow()
+				var profiled []func()
 				if profileDir != "" && r == 1 && conc == concurrencies[len(concurrencies)-1] {
-					profiled = s.profile(t, filepath.Join(profileDir, profileName(c.name, conc)), runTime)
+					for i, n := range nodes {
+						name := profileName(c.name, conc)
+						if i > 0 {
+							name += fmt.Sprintf("-node%d", i+1)
+						}
+						profiled = append(profiled, n.profile(t, filepath.Join(profileDir, name), runTime))
+					}
 				}
-				res := runLoad(c, conc, runTime, pid)
-				if profiled != nil {
-					profiled()
+				res := runLoadOn(c, conc, runTime, procs)
+				lastEnded = time.Now()
+				for _, wait := range profiled {
+					wait()
 				}
 				results[c].runs = append(results[c].runs, res)
+				if procs.pg != nil {
+					a, i := results[c], len(results[c].runs)-1
+					pgFill = func(st pgStats) { a.runs[i].pgStats = st }
+				}
 				p50, p99 := percentiles(res.lat)
 				flag := ""
 				if res.failed > 0 {
 					flag = fmt.Sprintf("  ! %d errors", res.failed)
 				}
-				progress("  c=%-2d round %d/%d  %-30s %8.0f req/s  p50 %7.2f ms  p99 %7.2f ms  disk %7.1f KB/req  CPU %4.0f load %4.0f idle %4.0f µs/req%s\n",
-					conc, r, rounds, c.name, res.rate(), ms(p50), ms(p99), float64(res.diskBytes)/1024/float64(max(1, res.ok+res.failed)),
-					perRequest(res.cpuTicks, res.ok+res.failed), perRequest(res.loadTicks, res.ok+res.failed), perRequest(res.idleTicks, res.ok+res.failed), flag)
+				n := res.ok + res.failed
+				pgNote := ""
+				if procs.pg != nil {
+					pgNote = fmt.Sprintf("  pg %4.0f µs/req, %4.1f round trips/req, disk %5.1f KB/req; sessions: %s",
+						perRequest(res.pg.ticks, n), float64(res.pg.roundTrips)/float64(max(1, n)),
+						float64(res.pg.disk)/1024/float64(max(1, n)), res.sessions.summary())
+				}
+				progress("  c=%-2d round %d/%d  %-30s %8.0f req/s  p50 %7.2f ms  p99 %7.2f ms  disk %7.1f KB/req  CPU %4.0f load %4.0f idle %4.0f µs/req%s%s\n",
+					conc, r, rounds, c.name, res.rate(), ms(p50), ms(p99), float64(res.diskBytes)/1024/float64(max(1, n)),
+					perRequest(res.cpuTicks, n), perRequest(res.loadTicks, n), perRequest(res.idleTicks, n), flag, pgNote)
 				time.Sleep(loadPause)
-				waitQuiet(pid)
+				waitQuiet(procs.vault)
 			}
 		}
+		pgStatsNow()
 
 		// The table.
 		out("c=%d: %d connection(s), %d rounds × %v per case\n", conc, conc, rounds, runTime)
-		out("%-30s %8s %8s %8s %11s %9s %9s %12s  %-25s %-20s %7s\n", "case", "req/s", "p50 ms", "p99 ms", "CPU µs/req", "load µs", "idle µs", "disk KB/req", "floor", "ratio [min-max]", "errors")
-		var errorNotes []string
-		var otherTicks int64
+		pgHead := ""
+		if procs.pg != nil {
+			pgHead = fmt.Sprintf(" %10s", "pg µs/req")
+		}
+		out("%-30s %8s %8s %8s %11s%s %9s %9s %12s  %-25s %-20s %7s\n", "case", "req/s", "p50 ms", "p99 ms", "CPU µs/req", pgHead, "load µs", "idle µs", "disk KB/req", "floor", "ratio [min-max]", "errors")
+		var errorNotes, pgLines []string
+		var otherTicks, pgOtherTicks int64
 		var wall time.Duration
 		for _, c := range cases {
 			for _, res := range results[c].runs {
 				otherTicks += res.otherTicks
+				pgOtherTicks += res.pg.otherTicks
 				wall += res.elapsed
 			}
 		}
@@ -453,14 +663,22 @@ func TestLoad(t *testing.T) {
 			var lat []time.Duration
 			var ticks, loadTicks, idle, disk int64
 			var ok, failed int
+			var pg pgUse
+			var sessions pgSessions
+			var pgst pgStats
+			warm := 0
 			errs := map[string]int{}
 			for _, res := range a.runs {
+				warm += res.warm
+				pg.add(res.pg)
+				sessions.add(res.sessions)
+				pgst.add(res.pgStats)
 				rates = append(rates, res.rate())
 				lat = append(lat, res.lat...)
 				ticks += res.cpuTicks
 				loadTicks += res.loadTicks
 				idle += res.idleTicks
-				disk += res.diskBytes
+				disk += res.diskBytes + res.pg.disk
 				ok += res.ok
 				failed += res.failed
 				for k, v := range res.errs {
@@ -468,8 +686,17 @@ func TestLoad(t *testing.T) {
 				}
 			}
 			p50, p99 := percentiles(lat)
-			cpu, load, idleCol, diskPerReq := "-", "-", "-", "-"
+			cpu, load, idleCol, diskPerReq, pgCol := "-", "-", "-", "-", ""
+			if procs.pg != nil {
+				pgCol = fmt.Sprintf(" %10s", "-")
+			}
 			if ok+failed > 0 {
+				if procs.pg != nil {
+					pgCol = fmt.Sprintf(" %10.0f", perRequest(pg.ticks, ok+failed))
+					if c.floor != nil {
+						pgLines = append(pgLines, pgTableLine(c.name, ok+failed, ok+failed+warm, pg, pgst, sessions))
+					}
+				}
 				cpu = fmt.Sprintf("%.0f", perRequest(ticks, ok+failed))
 				load = fmt.Sprintf("%.0f", perRequest(loadTicks, ok+failed))
 				idleCol = fmt.Sprintf("%.0f", perRequest(idle, ok+failed))
@@ -497,18 +724,29 @@ func TestLoad(t *testing.T) {
 					errorNotes = append(errorNotes, fmt.Sprintf("    %6d × %s", errs[k], k))
 				}
 			}
-			out("%-30s %8.0f %8.2f %8.2f %11s %9s %9s %12s  %-25s %-20s %7s\n", c.name, median(rates), ms(p50), ms(p99), cpu, load, idleCol, diskPerReq, floorName, ratio, errCol)
+			out("%-30s %8.0f %8.2f %8.2f %11s%s %9s %9s %12s  %-25s %-20s %7s\n", c.name, median(rates), ms(p50), ms(p99), cpu, pgCol, load, idleCol, diskPerReq, floorName, ratio, errCol)
 		}
 		if len(errorNotes) > 0 {
 			out("errors (! in the table):\n%s\n", strings.Join(errorNotes, "\n"))
+		}
+		if len(pgLines) > 0 {
+			out("PostgreSQL per request of the vault cases (see the header of load_test.go):\n%s\n%s\n", pgTableHeader(), strings.Join(pgLines, "\n"))
 		}
 		other := 100 * float64(otherTicks) / clockTicksPerSec / wall.Seconds() / float64(runtime.NumCPU())
 		warn := ""
 		if other > 5 {
 			warn = " — other work on the machine disturbed these numbers"
 		}
-		out("other processes used %.1f%% of the %d CPUs (user time) during these runs%s\n", max(0, other), runtime.NumCPU(), warn)
-		out("caddy memory after c=%d: anonymous %s, file-backed %s (Badger's memory-mapped files)\n\n", conc, procStatus(pid, "RssAnon"), procStatus(pid, "RssFile"))
+		out("other processes used %.1f%% of the %d CPUs (user time) during these runs%s; load average %s\n", max(0, other), runtime.NumCPU(), warn, loadAverage())
+		if procs.pg != nil {
+			out("of which other databases' sessions on the PostgreSQL server: %.1f%% (user and system time)\n",
+				100*float64(pgOtherTicks)/clockTicksPerSec/wall.Seconds()/float64(runtime.NumCPU()))
+		}
+		for i, n := range nodes {
+			p := n.cmd.Process.Pid
+			out("caddy memory (node %d) after c=%d: anonymous %s, file-backed %s (Badger's memory-mapped files)\n", i+1, conc, procStatus(p, "RssAnon"), procStatus(p, "RssFile"))
+		}
+		out("\n")
 	}
 	loadTime := time.Since(loadStart)
 
@@ -518,15 +756,26 @@ func TestLoad(t *testing.T) {
 	readList := listProbe(t, setupClient, base, revealKey)
 	out("GET /tokens?size=20, 20 sequential calls: %d tokens in the tenant p50 %.2f ms; %d tokens p50 %.2f ms (the total comes from the kept counts)\n",
 		readList.total, ms(readList.p50), listed.total, ms(listed.p50))
-	out("caddy peak RSS %s (anonymous and file-backed), storage %s after the run\n", procStatus(pid, "VmHWM"), dirSize(s.opts.Storage))
-	out("caddy log: %s\n", summarizeLog(s.stderr()))
-	out("transform workers: %s\n", transformStats(s))
+	storage := dirSize(s.opts.Storage)
+	if procs.pg != nil {
+		storage = "(database) " + procs.pg.databaseSize()
+	}
+	out("caddy peak RSS %s (anonymous and file-backed), storage %s after the run\n", procStatus(pid, "VmHWM"), storage)
+	for i, n := range nodes {
+		if i > 0 {
+			out("node %d: peak RSS %s\n", i+1, procStatus(n.cmd.Process.Pid, "VmHWM"))
+		}
+		out("caddy log (node %d): %s\n", i+1, summarizeLog(n.stderr()))
+		out("transform workers (node %d): %s\n", i+1, transformStats(n))
+	}
 	if dest.failed() > 0 {
 		out("the destination refused %d requests whose bodies were not as expected\n", dest.failed())
 	}
 	out("load time %v, total %v\n", loadTime.Round(time.Second), time.Since(began).Round(time.Second))
 
-	s.stopClean()
+	for _, n := range nodes {
+		n.stopClean()
+	}
 	if path := os.Getenv("TV_LOAD_OUT"); path != "" {
 		if err := os.WriteFile(path, []byte(report.String()), 0o644); err != nil {
 			t.Errorf("writing TV_LOAD_OUT: %v", err)
@@ -541,6 +790,12 @@ func TestLoad(t *testing.T) {
 // its connection with one request, then all send back to back until d
 // has passed. The Caddy process's CPU time is read around the timed part.
 func runLoad(c *loadCase, conc int, d time.Duration, pid int) runResult {
+	return runLoadOn(c, conc, d, &loadProcs{vault: []int{pid}})
+}
+
+// runLoadOn is runLoad measuring procs: the vault processes and, on
+// PostgreSQL, the database server.
+func runLoadOn(c *loadCase, conc int, d time.Duration, procs *loadProcs) runResult {
 	type worker struct {
 		ok, failed int
 		lat        []time.Duration
@@ -586,13 +841,14 @@ func runLoad(c *loadCase, conc int, d time.Duration, pid int) runResult {
 				}
 				return false
 			}
-			status, body, err := loadOnce(client, c, w)
+			urls := c.workerURLs(w)
+			status, body, err := loadOnceAt(client, c, urls, w)
 			record(status, body, err)
 			warm.Done()
 			end := (<-start).Add(d)
 			for i := w + 1; time.Now().Before(end); i++ {
 				t0 := time.Now()
-				status, body, err := loadOnce(client, c, i)
+				status, body, err := loadOnceAt(client, c, urls, i)
 				lat := time.Since(t0)
 				if record(status, body, err) {
 					wk.lat = append(wk.lat, lat)
@@ -601,19 +857,33 @@ func runLoad(c *loadCase, conc int, d time.Duration, pid int) runResult {
 		}(w)
 	}
 	warm.Wait()
-	cpu0, disk0, others0 := procCPUTicks(pid), procWriteBytes(pid), othersUserTicks(pid)
+	var pg0 map[int]pgProc
+	var sampled chan pgSessions
+	stopSampling := make(chan struct{})
+	if procs.pg != nil {
+		pg0 = procs.pg.snapshot()
+		sampled = make(chan pgSessions, 1)
+		go func() { sampled <- procs.pg.sample(stopSampling) }()
+	}
+	cpu0, disk0, others0 := procs.cpuTicks(), procs.writeBytes(), othersUserTicks(procs.vault)
 	idle0, self0 := idleTicks(), selfTicks()
 	t0 := time.Now()
 	for w := 0; w < conc; w++ {
 		start <- t0
 	}
 	done.Wait()
-	res := runResult{elapsed: time.Since(t0), errs: map[string]int{}}
-	res.cpuTicks = procCPUTicks(pid) - cpu0
-	res.diskBytes = procWriteBytes(pid) - disk0
-	res.otherTicks = othersUserTicks(pid) - others0
+	res := runResult{elapsed: time.Since(t0), errs: map[string]int{}, warm: conc}
+	res.cpuTicks = procs.cpuTicks() - cpu0
+	res.diskBytes = procs.writeBytes() - disk0
+	res.otherTicks = othersUserTicks(procs.vault) - others0
 	res.idleTicks = idleTicks() - idle0
 	res.loadTicks = selfTicks() - self0
+	if procs.pg != nil {
+		res.pg = pgDelta(pg0, procs.pg.snapshot())
+		res.otherTicks -= res.pg.userTicks // the run's database's server is not other work
+		close(stopSampling)
+		res.sessions = <-sampled
+	}
 	for _, wk := range workers {
 		// the warm-up requests are not timed: their successes are not
 		// counted (ok is the timed successes), their errors are
@@ -630,11 +900,16 @@ func runLoad(c *loadCase, conc int, d time.Duration, pid int) runResult {
 // loadOnce sends one request of case c; i picks the URL. It reads the
 // whole answer.
 func loadOnce(client *http.Client, c *loadCase, i int) (int, []byte, error) {
+	return loadOnceAt(client, c, c.urls, i)
+}
+
+// loadOnceAt sends one request of case c to urls[i%len(urls)].
+func loadOnceAt(client *http.Client, c *loadCase, urls []string, i int) (int, []byte, error) {
 	var rd io.Reader
 	if c.body != nil {
 		rd = bytes.NewReader(c.body)
 	}
-	req, err := http.NewRequest(c.method, c.urls[i%len(c.urls)], rd)
+	req, err := http.NewRequest(c.method, urls[i%len(urls)], rd)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -742,14 +1017,18 @@ func cpuLine() []string {
 // the test process, in clock ticks: the machine's (user and nice, from
 // /proc/stat) less theirs. Kernel time is left out: the kernel's work for
 // this run (loopback networking, writeback) is not another workload.
-func othersUserTicks(caddyPid int) int64 {
+func othersUserTicks(caddyPids []int) int64 {
 	f := cpuLine()
 	if len(f) < 3 {
 		return 0
 	}
 	user, _ := strconv.ParseInt(f[1], 10, 64)
 	nice, _ := strconv.ParseInt(f[2], 10, 64)
-	cu, _ := treeTimes(caddyPid)
+	var cu int64
+	for _, pid := range caddyPids {
+		u, _ := treeTimes(pid)
+		cu += u
+	}
 	su, _ := procTimes(os.Getpid())
 	return user + nice - cu - su
 }
@@ -769,6 +1048,19 @@ func procWriteBytes(pid int) int64 {
 		}
 	}
 	return 0
+}
+
+// loadAverage is the machine's load average over 1, 5 and 15 minutes.
+func loadAverage() string {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(raw))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
 }
 
 // procStatus is one line's value of /proc/<pid>/status.
@@ -1130,21 +1422,31 @@ func (d *loadDestination) failed() int {
 	return d.bad
 }
 
-// waitQuiet waits, at most loadQuietMax, until Caddy has been idle for
-// a while: under 5% of a CPU and no thread waiting on the disk. The
+// waitQuiet waits, at most loadQuietMax, until the vault's Caddy
+// processes have been idle for a while: under 5% of a CPU together and
+// no thread waiting on the disk. The
 // write cases leave Badger flushing and compacting tables for seconds
 // after they stop; without the wait that work lands in whatever case runs
 // next, floors included.
-func waitQuiet(pid int) {
+func waitQuiet(pids []int) {
 	began := time.Now()
 	for time.Since(began) < loadQuietMax {
-		cpu0, t0 := procCPUTicks(pid), time.Now()
+		cpu := func() int64 {
+			var n int64
+			for _, pid := range pids {
+				n += procCPUTicks(pid)
+			}
+			return n
+		}
+		cpu0, t0 := cpu(), time.Now()
 		diskWait := false
 		for time.Since(t0) < 300*time.Millisecond {
 			time.Sleep(50 * time.Millisecond)
-			diskWait = diskWait || waitingOnDisk(pid)
+			for _, pid := range pids {
+				diskWait = diskWait || waitingOnDisk(pid)
+			}
 		}
-		busy := float64(procCPUTicks(pid)-cpu0) / clockTicksPerSec / time.Since(t0).Seconds()
+		busy := float64(cpu()-cpu0) / clockTicksPerSec / time.Since(t0).Seconds()
 		if busy < 0.05 && !diskWait {
 			return
 		}

@@ -10,7 +10,7 @@ import (
 // CacheConfig bounds the store's in-memory caches; zero fields keep the
 // defaults. Every cache is bounded, whatever the size of the store: the
 // records by entries, the block cache by the table pages it keeps
-// referenced (see the README's Memory section for what a million tokens
+// referenced (see the Memory section of docs/benchmarks.md for what a million tokens
 // cost).
 type CacheConfig struct {
 	// Records bounds the decoded tenant, application, proxy and key index

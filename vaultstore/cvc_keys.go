@@ -105,7 +105,7 @@ var cvcKeysPrefix = []byte("tokenvault/cvc/")
 // epoch (the first node's wins, in one transaction) and deleted when its
 // epoch ends; its entry also carries a time to live a little past that,
 // so a key is deleted even if no node sweeps. What a deleted entry leaves
-// behind depends on the engine: see the README's security model.
+// behind depends on the engine: see docs/security.md (CVCs on PostgreSQL).
 type cvcKeyEntries struct{ kv KV }
 
 // cvcKeyTTLMargin keeps a key's entry a while past its epoch's end, so the

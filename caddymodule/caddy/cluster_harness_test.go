@@ -199,7 +199,11 @@ func (c *cluster) nodeConfig(s *server) string {
 		fmt.Fprintf(&vault, "\t\theader_prefix %s\n", prefix)
 	}
 	if c.opts.RedisURL != "" {
-		fmt.Fprintf(&vault, "\t\trate_limit_redis {\n\t\t\turl {env.TV_CLUSTER_REDIS_URL}\n\t\t\tkey_prefix %s\n\t\t}\n", c.RedisKeyPrefix)
+		// the longest call timeout the setting allows: on a busy machine a
+		// Redis answer can take longer than the 100 ms default, and a node
+		// whose call times out limits on its own for a while, which is
+		// the fallback's behaviour, not what these tests look at
+		fmt.Fprintf(&vault, "\t\trate_limit_redis {\n\t\t\turl {env.TV_CLUSTER_REDIS_URL}\n\t\t\tkey_prefix %s\n\t\t\ttimeout 5s\n\t\t}\n", c.RedisKeyPrefix)
 	}
 	vault.WriteString(c.opts.VaultExtra)
 	return fmt.Sprintf(`{

@@ -58,8 +58,12 @@ func checkKeys(t *testing.T, s *Store, keys []string, size int) {
 // flushes and compactions run meanwhile: every Update either commits
 // (and is there after reopening) or fails with kv.ErrNoSpace, reads go on,
 // the audit records of reads still fit in their reserve, nothing crashes
-// (Badger's mapped files would SIGBUS this process), and once a filler
-// file is deleted writes resume without reopening.
+// (Badger's mapped files would SIGBUS this process), the flushes and
+// compactions that go on once writes are refused stay within Badger's
+// share of the margin (the free space never reaches the read reserve),
+// and once a filler file is deleted writes resume without reopening. (A
+// margin worked out once a second, for the empty store the load started
+// from, let a compaction die of SIGBUS here in every run.)
 func TestDiskFillsUnderWriteLoad(t *testing.T) {
 	fsDir := testfs.MountTmpfs(t, 128<<20)
 	dir := filepath.Join(fsDir, "db")
@@ -136,6 +140,32 @@ func TestDiskFillsUnderWriteLoad(t *testing.T) {
 		wg.Wait()
 		close(loadDone)
 	}()
+	// the free space, sampled until space is freed: Badger's own writes
+	// (flushes and compactions, which go on after writes are refused) must
+	// stay within its share of the margin, and so out of the read reserve,
+	// which nothing here writes to
+	stopSampling := make(chan struct{})
+	sampled := make(chan int64, 1)
+	go func() {
+		lowest := int64(1 << 62)
+		for {
+			if free, err := statfs(fsDir); err == nil {
+				lowest = min(lowest, free)
+			}
+			select {
+			case <-stopSampling:
+				sampled <- lowest
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
+	var stopOnce sync.Once
+	lowestFree := func() int64 {
+		stopOnce.Do(func() { close(stopSampling) })
+		return <-sampled
+	}
+	defer stopOnce.Do(func() { close(stopSampling) })
 	// reads go on throughout
 	readsDone := make(chan struct{})
 	var reads, readErrors int
@@ -215,6 +245,11 @@ func TestDiskFillsUnderWriteLoad(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	checkKeys(t, s, acked, valueSize)
+	lowest := lowestFree()
+	t.Logf("the free space went down to %.1f MiB", float64(lowest)/(1<<20))
+	if lowest < opts.readReserve {
+		t.Errorf("the free space fell to %.1f MiB, into the read reserve (%d MiB): Badger wrote more than its share of the margin", float64(lowest)/(1<<20), opts.readReserve>>20)
+	}
 
 	// space freed: writes resume by themselves
 	if err := os.Remove(filler); err != nil {

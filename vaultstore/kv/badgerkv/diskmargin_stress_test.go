@@ -115,9 +115,9 @@ func TestDiskMarginStress(t *testing.T) {
 	stop.Store(true)
 	wg.Wait()
 	time.Sleep(5 * time.Second) // background work settles
-	sh := shapeOf(s.db, 7)
-	for i := range sh {
-		t.Logf("L%d: %d tables, %d MiB", i, len(sh[i]), sh.levelSize(i)>>20)
+	tr := treeOf(s.db, 7, dir)
+	for i := range tr.levels {
+		t.Logf("L%d: %d tables, %d MiB", i, len(tr.levels[i]), tr.levelSize(i)>>20)
 	}
 	t.Logf("memtable %d MiB: %d transactions committed, %d refused; free space went down to %d MiB; Badger used at most %.1f%% of its share of the margin (now %d MiB)",
 		memMiB, acked.Load(), refused.Load(), minFree.Load()>>20, float64(deepest.Load())/10, (s.Disk().MarginBytes-s.Disk().ReserveBytes)>>20)

@@ -22,7 +22,9 @@ const DefaultReadReserve = 64 << 20
 // reading may be wrong enough to matter: free space changes through the
 // vault's own commits, which it counts, and through Badger's flushes and
 // compactions and other programs, which the margin and these bounds
-// cover.
+// cover. Badger's share of the margin is worked out again with a reading
+// when it is nearAge old; until then each byte committed raises it (see
+// needPerByte), since the tree those bytes join is larger.
 const (
 	// readingMaxAge: an older reading is renewed before it is trusted, and
 	// the background loop renews it this often while the store is idle.
@@ -105,6 +107,7 @@ type spaceGuard struct {
 	dir     string
 	statfs  statfsFunc
 	need    func() int64 // Badger's share of the margin, for the tree as it is
+	perByte int64        // how much need grows per byte committed, in eighths
 	reserve int64
 	now     func() time.Time
 	logger  *zap.Logger
@@ -114,8 +117,10 @@ type spaceGuard struct {
 	free    int64 // at the last reading
 	spent   int64 // admitted since the reading
 	readAt  time.Time
-	needNow int64
+	needNow int64 // need() at needAt
 	needAt  time.Time
+	grown   int64 // admitted since needAt
+	held    int64 // room held for work outside the vault's writes (value-log GC)
 	level   spaceLevel
 	warned  bool // an unreadable file system was logged
 
@@ -123,28 +128,36 @@ type spaceGuard struct {
 	low     atomic.Bool // level != spaceOK: a fast path for refusing
 }
 
-func newSpaceGuard(dir string, statfs statfsFunc, need func() int64, reserve int64, now func() time.Time, logger *zap.Logger) *spaceGuard {
-	g := &spaceGuard{dir: dir, statfs: statfs, need: need, reserve: reserve, now: now, logger: logger}
+func newSpaceGuard(dir string, statfs statfsFunc, need func() int64, perByte, reserve int64, now func() time.Time, logger *zap.Logger) *spaceGuard {
+	g := &spaceGuard{dir: dir, statfs: statfs, need: need, perByte: perByte, reserve: reserve, now: now, logger: logger}
 	g.mu.Lock()
 	g.readLocked(now())
 	g.mu.Unlock()
 	return g
 }
 
-// lineLocked is the free space a write must leave: the margin for an
-// ordinary write, Badger's share alone for a reserved one, raised by
-// resumeSlack while that kind is refused.
-func (g *spaceGuard) lineLocked(reserved bool) int64 {
+// needLocked is Badger's share of the margin: as worked out at the last
+// renewal, raised for the bytes admitted since (and n more) and by what
+// is held for work outside the vault's writes.
+func (g *spaceGuard) needLocked(n int64) int64 {
+	return g.needNow + (g.grown+n)*g.perByte/8 + g.held
+}
+
+// lineLocked is the free space a write of n bytes must leave: the margin
+// for an ordinary write, Badger's share alone for a reserved one, raised
+// by resumeSlack while that kind is refused.
+func (g *spaceGuard) lineLocked(reserved bool, n int64) int64 {
+	need := g.needLocked(n)
 	if reserved {
 		if g.level == spaceFull {
-			return g.needNow + resumeSlack
+			return need + resumeSlack
 		}
-		return g.needNow
+		return need
 	}
 	if g.level != spaceOK {
-		return g.needNow + g.reserve + resumeSlack
+		return need + g.reserve + resumeSlack
 	}
-	return g.needNow + g.reserve
+	return need + g.reserve
 }
 
 // admit accounts for a write of about n bytes, or refuses it with an
@@ -156,11 +169,11 @@ func (g *spaceGuard) admit(n int64, reserved bool) error {
 	defer g.mu.Unlock()
 	now := g.now()
 	age := now.Sub(g.readAt)
-	line := g.lineLocked(reserved)
+	line := g.lineLocked(reserved, n)
 	est := g.free - g.spent - n
 	if age >= readingMaxAge || g.spent >= readingMaxSpent || (est < line+nearBand && age >= nearAge) || est < line {
 		g.readLocked(now)
-		line = g.lineLocked(reserved)
+		line = g.lineLocked(reserved, n)
 		est = g.free - g.spent - n
 	}
 	if !g.known {
@@ -178,6 +191,7 @@ func (g *spaceGuard) admit(n int64, reserved bool) error {
 			kv.ErrNoSpace, mib(max(est, 0)), mib(line))
 	}
 	g.spent += n
+	g.grown += n
 	return nil
 }
 
@@ -192,7 +206,20 @@ func (g *spaceGuard) room() int64 {
 	if !g.known {
 		return 1 << 62
 	}
-	return g.free - g.spent - g.lineLocked(false)
+	return g.free - g.spent - g.lineLocked(false, 0)
+}
+
+// hold raises Badger's share of the margin by n until release is called,
+// for work Badger does outside the vault's writes.
+func (g *spaceGuard) hold(n int64) (release func()) {
+	g.mu.Lock()
+	g.held += n
+	g.mu.Unlock()
+	return func() {
+		g.mu.Lock()
+		g.held -= n
+		g.mu.Unlock()
+	}
 }
 
 // refresh renews a reading older than readingMaxAge.
@@ -215,7 +242,7 @@ func (g *spaceGuard) disk(fresh bool) Disk {
 	d := Disk{Known: g.known, Writable: true, ReadsAudited: true, RefusedWrites: g.refused.Load()}
 	if g.known {
 		d.FreeBytes = max(g.free-g.spent, 0)
-		d.MarginBytes = g.needNow + g.reserve
+		d.MarginBytes = g.needLocked(0) + g.reserve
 		d.ReserveBytes = g.reserve
 		d.Writable = g.level == spaceOK
 		d.ReadsAudited = g.level != spaceFull
@@ -224,8 +251,8 @@ func (g *spaceGuard) disk(fresh bool) Disk {
 }
 
 // readLocked reads the file system, renews Badger's share of the margin
-// when it is older than readingMaxAge, and logs a change of level. Call
-// with g.mu held.
+// when it is nearAge old, and logs a change of level. Call with g.mu
+// held.
 func (g *spaceGuard) readLocked(now time.Time) {
 	g.readAt, g.spent = now, 0
 	free, err := g.statfs(g.dir)
@@ -240,14 +267,14 @@ func (g *spaceGuard) readLocked(now time.Time) {
 		return
 	}
 	g.known, g.free = true, free
-	if g.needAt.IsZero() || now.Sub(g.needAt) >= readingMaxAge {
-		g.needNow, g.needAt = g.need(), now
+	if g.needAt.IsZero() || now.Sub(g.needAt) >= nearAge {
+		g.needNow, g.needAt, g.grown = g.need(), now, 0
 	}
 	level := spaceOK
 	switch {
-	case free < g.lineLocked(true):
+	case free < g.lineLocked(true, 0):
 		level = spaceFull
-	case free < g.lineLocked(false):
+	case free < g.lineLocked(false, 0):
 		level = spaceLow
 	}
 	g.setLevelLocked(level)
@@ -265,7 +292,7 @@ func (g *spaceGuard) setLevelLocked(level spaceLevel) {
 		return
 	}
 	fields := []zap.Field{zap.String("dir", g.dir), zap.Int64("free_bytes", g.free),
-		zap.Int64("margin_bytes", g.needNow+g.reserve), zap.Int64("read_reserve_bytes", g.reserve)}
+		zap.Int64("margin_bytes", g.needLocked(0)+g.reserve), zap.Int64("read_reserve_bytes", g.reserve)}
 	switch {
 	case level == spaceFull:
 		g.logger.Error("the storage's file system is full: writes are refused (507), and so are reads, whose audit records no longer fit; free space on it and the vault resumes by itself", fields...)

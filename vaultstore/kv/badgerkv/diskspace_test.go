@@ -1,8 +1,11 @@
 package badgerkv
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -66,7 +69,7 @@ func newTestGuard(free int64) (*spaceGuard, *fakeFS, *fakeClock, *observer.Obser
 	fs := &fakeFS{free: free}
 	clock := newFakeClock()
 	logger, logs := observed()
-	g := newSpaceGuard("/data", fs.statfs, func() int64 { return testNeed }, testReserve, clock.now, logger)
+	g := newSpaceGuard("/data", fs.statfs, func() int64 { return testNeed }, 0, testReserve, clock.now, logger)
 	return g, fs, clock, logs
 }
 
@@ -207,13 +210,62 @@ func TestSpaceGuardLogsTransitionsOnceAndResumes(t *testing.T) {
 	}
 }
 
+// Badger's share of the margin is worked out again with a reading once it
+// is nearAge old; until then every byte admitted raises it by perByte
+// (the tree those bytes join is larger).
+func TestSpaceGuardNeedGrowsWithWrites(t *testing.T) {
+	fs := &fakeFS{free: testMargin + 30*mb}
+	clock := newFakeClock()
+	logger, _ := observed()
+	renewals := 0
+	// 4.5 bytes more needed per byte written
+	g := newSpaceGuard("/data", fs.statfs, func() int64 { renewals++; return testNeed }, 36, testReserve, clock.now, logger)
+	// 26 MB left after it, 18 MB more needed
+	if err := g.admit(4*mb, false); err != nil {
+		t.Fatalf("the first write: %v", err)
+	}
+	if d := g.disk(false); d.MarginBytes != testMargin+18*mb {
+		t.Errorf("margin after 4 MiB written = %d MiB, want %d", d.MarginBytes/mb, (testMargin+18*mb)/mb)
+	}
+	fs.set(testMargin + 26*mb)
+	// 22 MB left after it, 36 MB more needed
+	if err := g.admit(4*mb, false); !errors.Is(err, kv.ErrNoSpace) {
+		t.Fatalf("a second write before the margin is renewed: %v", err)
+	}
+	clock.advance(nearAge)
+	// renewed: 22 MB left after it, 18 MB more needed
+	if err := g.admit(4*mb, false); err != nil {
+		t.Fatalf("a write once the margin is renewed: %v", err)
+	}
+	if renewals != 2 {
+		t.Errorf("the margin was worked out %d times, want 2", renewals)
+	}
+}
+
+// Room held for Badger's own work (value-log GC) is kept from the vault's
+// writes until it is released.
+func TestSpaceGuardHold(t *testing.T) {
+	g, _, _, _ := newTestGuard(testMargin + 100*mb)
+	release := g.hold(80 * mb)
+	if room := g.room(); room != 20*mb {
+		t.Errorf("room while 80 MiB are held = %d MiB, want 20", room/mb)
+	}
+	if err := g.admit(30*mb, false); !errors.Is(err, kv.ErrNoSpace) {
+		t.Fatalf("a write into held room: %v", err)
+	}
+	release()
+	if err := g.admit(30*mb, false); err != nil {
+		t.Fatalf("a write once the room is released: %v", err)
+	}
+}
+
 // Where the free space cannot be read, writes are admitted and that is
 // logged once.
 func TestSpaceGuardUnreadableFileSystem(t *testing.T) {
 	fs := &fakeFS{err: errors.New("statfs: not supported")}
 	clock := newFakeClock()
 	logger, logs := observed()
-	g := newSpaceGuard("/data", fs.statfs, func() int64 { return testNeed }, testReserve, clock.now, logger)
+	g := newSpaceGuard("/data", fs.statfs, func() int64 { return testNeed }, 0, testReserve, clock.now, logger)
 	for i := 0; i < 5; i++ {
 		clock.advance(readingMaxAge)
 		if err := g.admit(1000, false); err != nil {
@@ -228,69 +280,155 @@ func TestSpaceGuardUnreadableFileSystem(t *testing.T) {
 	}
 }
 
+// levelsOf is a tree of one table per level, of the sizes given, with
+// keys unknown (as read from a MANIFEST).
+func levelsOf(perLevel ...int64) tree {
+	t := tree{levels: make([][]sst, badger.DefaultOptions("").MaxLevels)}
+	for i, n := range perLevel {
+		if n > 0 {
+			t.levels[i] = []sst{{size: n}}
+		}
+	}
+	return t
+}
+
+// spread is n tables of size bytes that share the key space evenly, in
+// key order: a level whose keys are spread evenly.
+func spread(n int, size int64) []sst {
+	const keys = 100_000_000
+	s := make([]sst, n)
+	for i := range s {
+		s[i] = sst{size: size, left: fmt.Appendf(nil, "k%09d", i*keys/n), right: fmt.Appendf(nil, "k%09d", (i+1)*keys/n-1)}
+	}
+	return s
+}
+
 func TestBaseLevel(t *testing.T) {
 	opts := badger.DefaultOptions("")
-	sizes := func(perLevel ...int64) shape {
-		s := make(shape, opts.MaxLevels)
-		for i, n := range perLevel {
-			if n > 0 {
-				s[i] = []int64{n}
-			}
-		}
-		return s
-	}
 	cases := []struct {
 		name string
-		s    shape
+		t    tree
 		want int
 	}{
-		{"empty", sizes(), 6},
-		{"small: everything in L6", sizes(64*mb, 0, 0, 0, 0, 0, 8*mb), 6},
-		{"50 MB: L5", sizes(0, 0, 0, 0, 0, 0, 50*mb), 5},
-		{"1 GB with L4 holding data", sizes(0, 0, 0, 0, 5*mb, 90*mb, 1<<30), 4},
-		{"1 GB with L4 and L5 empty: moved down", sizes(0, 0, 0, 0, 0, 0, 1<<30), 5},
-		{"data above the computed base", sizes(0, mb, 0, 0, 0, 0, 5*mb), 1},
+		{"empty", levelsOf(), 6},
+		{"small: everything in L6", levelsOf(64*mb, 0, 0, 0, 0, 0, 8*mb), 6},
+		{"50 MB: L5", levelsOf(0, 0, 0, 0, 0, 0, 50*mb), 5},
+		{"1 GB with L4 holding data", levelsOf(0, 0, 0, 0, 5*mb, 90*mb, 1<<30), 4},
+		{"1 GB with L4 and L5 empty: moved down", levelsOf(0, 0, 0, 0, 0, 0, 1<<30), 5},
+		{"data above the computed base", levelsOf(0, mb, 0, 0, 0, 0, 5*mb), 1},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if got, _ := c.s.baseLevel(opts); got != c.want {
+			if got, _ := c.t.baseLevel(opts); got != c.want {
 				t.Errorf("base level = %d, want %d", got, c.want)
 			}
 		})
 	}
 }
 
+// tenGB is a store of about 10 GB with Badger's default options, its keys
+// spread evenly: L6 of 9 GB in 16 MB tables, L5 of a tenth of that in
+// 8 MB tables, L4 in 4 MB tables, and the base level, L3, in 2 MB tables.
+func tenGB() tree {
+	t := tree{levels: make([][]sst, 7)}
+	t.levels[3] = spread(5, 2*mb)
+	t.levels[4] = spread(23, 4*mb)
+	t.levels[5] = spread(115, 8*mb)
+	t.levels[6] = spread(576, 16*mb)
+	return t
+}
+
 func TestNeedBytes(t *testing.T) {
-	opts := badger.DefaultOptions("")
-	empty := make(shape, opts.MaxLevels)
-	need := needBytes(empty, opts)
-	// a flush of a 64 MB memtable and its 15% batch, 4 MB of other files,
-	// an eighth more
-	if want := int64(fileAllowance+64*mb+64*mb*15/100) * 9 / 8; need < want-mb || need > want+mb {
-		t.Errorf("margin of an empty store = %d MiB, want about %d MiB", need/mb, want/mb)
+	opts := badger.DefaultOptions("").WithNumCompactors(numCompactors)
+	flushEtc := int64(fileAllowance + 64*mb + 64*mb*15/100)
+	// an empty store: a flush of a 64 MB memtable and its 15% batch, 4 MB
+	// of other files, an eighth more
+	need := needBytes(levelsOf(), opts)
+	if want := flushEtc * 9 / 8; need != want {
+		t.Errorf("margin of an empty store = %d MiB, want %d MiB", need/mb, want/mb)
 	}
-	// level 0's tables are rewritten by the next level-0 compaction
-	withL0 := make(shape, opts.MaxLevels)
-	withL0[0] = []int64{64 * mb, 64 * mb, 64 * mb}
-	withL0[6] = []int64{8 * mb}
-	if grow := needBytes(withL0, opts) - need; grow < 3*64*mb+8*mb {
-		t.Errorf("three level-0 tables and an 8 MB base level add %d MiB, want at least %d", grow/mb, (3*64 + 8))
+	// what the memtables hold joins level 0's next compaction
+	withMem := levelsOf()
+	withMem.memtables = 100 * mb
+	if grow := needBytes(withMem, opts) - need; grow != 100*mb*9/8 {
+		t.Errorf("100 MiB in the memtables add %d MiB, want %d", grow/mb, 100*9/8)
 	}
-	// a store of about 10 GB: base L3, L4 and L5 compactions as well
-	tables := func(n int, size int64) []int64 {
-		s := make([]int64, n)
-		for i := range s {
-			s[i] = size
+	// level 0's tables are rewritten with the base level by the next
+	// level-0 compaction
+	withL0 := levelsOf(0, 0, 0, 0, 0, 0, 8*mb)
+	withL0.levels[0] = []sst{{size: 64 * mb}, {size: 64 * mb}, {size: 64 * mb}}
+	if grow := needBytes(withL0, opts) - need; grow < (3*64+8)*mb {
+		t.Errorf("three level-0 tables and an 8 MB base level add %d MiB, want at least %d", grow/mb, 3*64+8)
+	}
+
+	// 10 GB: two compactions of L5 into L6 may run at once, each an 8 MB
+	// table and the 16 MB tables it overlaps (9 GB/115, and one at each
+	// end): about 120 MB each
+	big := tenGB()
+	l5 := int64(8*mb + 576*16*mb*8/(115*8) + 2*16*mb)
+	within := func(got, want int64) bool { return got >= want-mb && got <= want+mb }
+	if got, want := needBytes(big, opts), (flushEtc+2*l5)*9/8; !within(got, want) {
+		t.Errorf("margin of a 10 GB store = %d MiB, want %d MiB", got/mb, want/mb)
+	}
+	// with five level-0 tables and a memtable: level 0's compaction (with
+	// the 10 MB base level) and one of L5
+	big.levels[0] = []sst{{size: 64 * mb}, {size: 64 * mb}, {size: 64 * mb}, {size: 64 * mb}, {size: 64 * mb}}
+	big.memtables = 64 * mb
+	if got, want := needBytes(big, opts), (flushEtc+6*64*mb+10*mb+l5)*9/8; !within(got, want) {
+		t.Errorf("margin of a 10 GB store with level 0 full = %d MiB, want %d MiB", got/mb, want/mb)
+	}
+	// Badger's default of four compactors: four of L5 at once
+	opts.NumCompactors = 4
+	if got, want := needBytes(tenGB(), opts), (flushEtc+4*l5)*9/8; !within(got, want) {
+		t.Errorf("margin of a 10 GB store with 4 compactors = %d MiB, want %d MiB", got/mb, want/mb)
+	}
+}
+
+// The compactions counted are those the tree could run at once: several of
+// one level, the tables a table's keys really overlap when those are known,
+// and never more than the whole tree.
+func TestNeedBytesCompactions(t *testing.T) {
+	opts := badger.DefaultOptions("").WithMemTableSize(2 << 20)
+	flushEtc := int64(fileAllowance + 2*mb + 2*mb*15/100)
+	compactions := func(tr tree, opts badger.Options) int64 { return needBytes(tr, opts)*8/9 - flushEtc }
+	within := func(got, want int64) bool { return got >= want-mb/8 && got <= want+mb/8 }
+
+	// L5 of six 2 MB tables over an L6 of twenty-two 4 MB tables (88 MB):
+	// each L5 table overlaps a sixth of L6 and a table at each end, and
+	// four such compactions may run at once
+	two := tree{levels: make([][]sst, 7)}
+	two.levels[5] = spread(6, 2*mb)
+	two.levels[6] = spread(22, 4*mb)
+	one := int64(2*mb + 88*mb*2/12 + 2*4*mb)
+	if got := compactions(two, opts); !within(got, 4*one) {
+		t.Errorf("four compactions of L5 into L6 = %.1f MiB, want %.1f", float64(got)/mb, float64(4*one)/mb)
+	}
+	// one L5 table whose keys span all of L6 would rewrite all of it
+	opts.NumCompactors = 1
+	if got := compactions(two, opts); !within(got, one) {
+		t.Errorf("one compaction of L5 into L6 = %.1f MiB, want %.1f", float64(got)/mb, float64(one)/mb)
+	}
+	two.levels[5] = append(two.levels[5], sst{size: 2 * mb, left: []byte("a"), right: []byte("z")})
+	slices.SortFunc(two.levels[5], func(a, b sst) int { return bytes.Compare(a.left, b.left) })
+	if got, want := compactions(two, opts), int64(2*mb+88*mb); !within(got, want) {
+		t.Errorf("with a table spanning L6 = %.1f MiB, want %.1f", float64(got)/mb, float64(want)/mb)
+	}
+	// never more than the whole tree, memtables included
+	small := levelsOf(2*mb, 0, 0, 0, 0, 0, 3*mb)
+	small.memtables = mb
+	if got, want := compactions(small, badger.DefaultOptions("").WithMemTableSize(2<<20)), int64(6*mb); !within(got, want) {
+		t.Errorf("compactions of a 6 MB tree = %.1f MiB, want %.1f", float64(got)/mb, float64(want)/mb)
+	}
+}
+
+// Several compactions of one level never write more than its group's
+// limit together.
+func TestLargestCompactions(t *testing.T) {
+	groups := []costGroup{{costs: []int64{50, 40, 30}, limit: 60}, {costs: []int64{45}, limit: 100}}
+	for n, want := range []int64{0, 50, 95, 105, 105} {
+		if got := largestCompactions(groups, n); got != want {
+			t.Errorf("largest %d compactions = %d, want %d", n, got, want)
 		}
-		return s
-	}
-	big := make(shape, opts.MaxLevels)
-	big[3] = tables(5, 2*mb)
-	big[4] = tables(25, 4*mb)
-	big[5] = tables(128, 8*mb)
-	big[6] = tables(640, 16*mb)
-	if got := needBytes(big, opts); got < 250*mb || got > 600*mb {
-		t.Errorf("margin of a 10 GB store = %d MiB, want between 250 and 600", got/mb)
 	}
 }
 

@@ -159,9 +159,11 @@ func Open(o Options) (*Store, error) {
 	}()
 	go func() {
 		defer s.wg.Done()
-		if _, err := s.exclusively(s.ctx, "sweep", func(ctx context.Context) error {
-			return errors.Join(s.resumeTenantDeletions(ctx), s.resumeReseals(ctx))
-		}); err != nil && s.ctx.Err() == nil {
+		// what a stop left unfinished, in the process that sweeps
+		if !s.holdSweep(s.ctx) {
+			return
+		}
+		if err := errors.Join(s.resumeTenantDeletions(s.ctx), s.resumeReseals(s.ctx)); err != nil && s.ctx.Err() == nil {
 			s.logger.Warn("resuming tenant deletions and data key rotations failed", zap.Error(err))
 		}
 	}()
@@ -308,6 +310,13 @@ func (s *Store) Close() error {
 		s.folds.mu.Unlock()
 		close(s.stop)
 		s.wg.Wait()
+		if s.shared {
+			// hand the sweep over at once rather than after its lease
+			// lapses (a process that dies lets it lapse)
+			if err := s.releaseLease(context.Background(), "sweep"); err != nil {
+				s.logger.Warn("releasing the sweep lease failed; it lapses by itself", zap.Error(err))
+			}
+		}
 		s.closeErr = errors.Join(s.kv.Close(), s.cvc.close())
 	})
 	return s.closeErr

@@ -41,21 +41,27 @@ func (s *Store) backgroundWork(ctx context.Context) {
 	if err := s.cvc.shred(ctx, s.now()); err != nil && ctx.Err() == nil {
 		s.logger.Warn("shredding ended cvc keys failed", zap.Error(err))
 	}
-	if s.shared {
-		// one process sweeps while it lives: it keeps the lease from one
-		// sweep to the next, and another takes over once it has lapsed
-		if err := s.takeLease(ctx, "sweep", sweepLeaseTTL); errors.Is(err, errLeaseHeld) {
-			return
-		} else if err != nil {
-			if ctx.Err() == nil {
-				s.logger.Warn("taking the sweep lease failed", zap.Error(err))
-			}
-			return
-		}
+	if !s.holdSweep(ctx) {
+		return
 	}
 	if err := errors.Join(s.purgeExpired(ctx, s.now()), s.resumeTenantDeletions(ctx), s.resumeReseals(ctx)); err != nil && ctx.Err() == nil {
 		s.logger.Warn("sweep failed", zap.Error(err))
 	}
+}
+
+// holdSweep reports whether this process is the one that sweeps. With a
+// shared engine, one process sweeps while it lives: it takes the lease or
+// renews it, and keeps it from one sweep to the next (it is never
+// released), and another takes over once it has lapsed.
+func (s *Store) holdSweep(ctx context.Context) bool {
+	if !s.shared {
+		return true
+	}
+	err := s.takeLease(ctx, "sweep", sweepLeaseTTL)
+	if err != nil && !errors.Is(err, errLeaseHeld) && ctx.Err() == nil {
+		s.logger.Warn("taking the sweep lease failed", zap.Error(err))
+	}
+	return err == nil
 }
 
 // Sweep purges tokens whose expiry has passed, with their index entries

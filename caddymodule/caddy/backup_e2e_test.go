@@ -235,7 +235,7 @@ func TestBackupRestoreEndToEnd(t *testing.T) {
 	for _, id := range before {
 		got := s2.expect(http.StatusOK, http.MethodGet, "/tokens/"+id, revealKey, nil).Raw
 		if id == cvcCard {
-			if bytes.Contains(got, []byte(e2eCVC)) {
+			if bytes.Contains(got, []byte(`"cvc"`)) {
 				t.Errorf("the restored card has its CVC: %s", got)
 			}
 			if !sameJSON(t, withoutCVC(t, want[id]), got) {

@@ -501,3 +501,7 @@ func TestCVCNotKeptInDerivedValues(t *testing.T) {
 		})
 	}
 }
+
+// twHoldsCVC reports whether a token's JSON holds the test CVC as a value
+// of its own: a random id or time may hold its four digits by chance.
+func twHoldsCVC(raw string) bool { return strings.Contains(raw, `"`+twCVC+`"`) }

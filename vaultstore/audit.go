@@ -182,6 +182,9 @@ func (s *Store) writeAudit(w Writer, tk *tenantKeys, t *Tenant, rec *AuditRecord
 	if err != nil {
 		return err
 	}
+	if err := s.enqueueWebhookEvents(w, tk, t, rec); err != nil { // the change's webhook events, in its transaction
+		return err
+	}
 	return e.put(w)
 }
 

@@ -55,6 +55,8 @@ func sealedPrefixes(tenantID string) []struct {
 		{[]byte(t + "reactor/"), "reactor"},
 		{[]byte(t + "idem/"), "idempotency"},
 		{[]byte(t + "log/"), "audit"},
+		{[]byte(t + "wh/"), webhookKind},
+		{webhookQueueTenantPrefix(tenantID), webhookEventKind},
 	}
 }
 

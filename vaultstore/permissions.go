@@ -35,6 +35,7 @@ var permissionsByType = map[string][]string{
 		"application:create", "application:read", "application:update", "application:delete",
 		"proxy:create", "proxy:read", "proxy:update", "proxy:delete",
 		"reactor:create", "reactor:read", "reactor:update", "reactor:delete",
+		"webhooks:create", "webhooks:read", "webhooks:update", "webhooks:delete",
 	},
 }
 
@@ -64,6 +65,10 @@ var permissionDescriptions = map[string]string{
 	"reactor:read":       "Read reactors",
 	"reactor:update":     "Update reactors",
 	"reactor:delete":     "Delete reactors",
+	"webhooks:create":    "Create webhooks",
+	"webhooks:read":      "Read webhooks, their event types and the webhook signing key",
+	"webhooks:update":    "Update webhooks",
+	"webhooks:delete":    "Delete webhooks",
 }
 
 // PermissionDescription says what a permission allows.

@@ -74,6 +74,7 @@ type Store struct {
 	logger      *zap.Logger
 	dir         string
 	events      func(Event)
+	hooks       webhookWorkers // webhook delivery (webhooks_delivery.go)
 
 	stop      chan struct{}
 	ctx       context.Context // cancelled by Close, for background work

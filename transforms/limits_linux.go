@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // workerSysProcAttr makes the kernel kill a worker when the thread that
@@ -39,20 +41,26 @@ func workerSysProcAttr() *syscall.SysProcAttr {
 //     so another process of the vault's user (another worker, holding
 //     another tenant's data) cannot read its memory.
 func setProcessLimits(extra int64) (addressSpace uint64, err error) {
-	_ = syscall.Setrlimit(syscall.RLIMIT_CORE, &syscall.Rlimit{})
-	const prSetNoNewPrivs, prSetDumpable = 38, 4
-	_, _, _ = syscall.RawSyscall6(syscall.SYS_PRCTL, prSetNoNewPrivs, 1, 0, 0, 0, 0)
+	if err := unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{}); err != nil {
+		return 0, fmt.Errorf("core dump limit: %w", err)
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return 0, fmt.Errorf("no_new_privs: %w", err)
+	}
 	if err := dropRoot(); err != nil {
 		return 0, err
 	}
-	_, _, _ = syscall.RawSyscall6(syscall.SYS_PRCTL, prSetDumpable, 0, 0, 0, 0, 0) // after dropRoot, which resets it
+	// After dropRoot: a change of user resets the dumpable flag.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return 0, fmt.Errorf("not dumpable: %w", err)
+	}
 	size, err := virtualSize()
 	if err != nil {
 		return 0, err
 	}
 	limit := size + uint64(extra)
-	if err := syscall.Setrlimit(syscall.RLIMIT_AS, &syscall.Rlimit{Cur: limit, Max: limit}); err != nil {
-		return 0, err
+	if err := unix.Setrlimit(unix.RLIMIT_AS, &unix.Rlimit{Cur: limit, Max: limit}); err != nil {
+		return 0, fmt.Errorf("address space limit: %w", err)
 	}
 	return limit, nil
 }
@@ -79,10 +87,9 @@ func dropRoot() error {
 	if err := syscall.Setuid(nobody); err != nil {
 		return fmt.Errorf("switching to user nobody: %w", err)
 	}
-	const prSetPdeathsig = 1
 	ppid := syscall.Getppid()
-	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetPdeathsig, uintptr(syscall.SIGKILL), 0); errno != 0 {
-		return fmt.Errorf("parent-death signal: %w", errno)
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
+		return fmt.Errorf("parent-death signal: %w", err)
 	}
 	if syscall.Getppid() != ppid {
 		return errors.New("the parent went away")

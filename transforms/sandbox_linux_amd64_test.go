@@ -26,8 +26,8 @@ import (
 
 func init() { sandboxProbe = probeSandbox }
 
-// TestSyscallFilter installs the worker's limits (not dumpable, among
-// them) and system call filter in a process of its own (this test binary,
+// TestSyscallFilter installs the worker's limits (not dumpable, no
+// new privileges, no core dump) and system call filter in a process of its own (this test binary,
 // re-run) and reports what it could still do: the Go runtime keeps
 // working (threads, garbage collection, preemption, timers, random
 // numbers), and the process cannot reach the network, start a program,
@@ -39,7 +39,7 @@ func TestSyscallFilter(t *testing.T) {
 	if err := os.WriteFile(readable, []byte("module.exports = 1"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"dumpable": "0", "threads": "ok", "gc": "ok", "preemption": "ok", "timers": "ok", "random": "ok",
+	want := map[string]string{"dumpable": "0", "no_new_privs": "1", "core limit": "0/0", "threads": "ok", "gc": "ok", "preemption": "ok", "timers": "ok", "random": "ok",
 		"signal self": "ok", "read file": "EPERM", "stat": "EPERM", "write file": "EPERM", "create file": "EPERM",
 		"tcp connect": "EPERM", "unix socket": "EPERM", "exec": "EPERM", "signal other": "EPERM", "ptrace other": "EPERM",
 		"read other's memory": "EPERM", "read other's environ": "EPERM", "executable memory": "EPERM", "writable memory": "ok",
@@ -86,12 +86,19 @@ func probeSandbox() int {
 		return 2
 	}
 	dumpable, _ := unix.PrctlRetInt(unix.PR_GET_DUMPABLE, 0, 0, 0, 0)
+	noNewPrivs, _ := unix.PrctlRetInt(unix.PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0)
+	var core unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_CORE, &core); err != nil {
+		fmt.Fprintln(os.Stderr, "core limit:", err)
+		return 2
+	}
 	uid := os.Geteuid() // the filter refuses getuid
 	if err := confineSyscalls(); err != nil {
 		fmt.Fprintln(os.Stderr, "confine:", err)
 		return 2
 	}
-	res := map[string]string{"dumpable": strconv.Itoa(dumpable), "uid": strconv.Itoa(uid)}
+	res := map[string]string{"dumpable": strconv.Itoa(dumpable), "uid": strconv.Itoa(uid),
+		"no_new_privs": strconv.Itoa(noNewPrivs), "core limit": fmt.Sprintf("%d/%d", core.Cur, core.Max)}
 	note := func(name string, err error) {
 		var errno syscall.Errno
 		switch {

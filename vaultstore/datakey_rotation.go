@@ -55,6 +55,7 @@ func sealedPrefixes(tenantID string) []struct {
 		{[]byte(t + "reactor/"), "reactor"},
 		{[]byte(t + "idem/"), "idempotency"},
 		{[]byte(t + "log/"), "audit"},
+		{[]byte(t + "intent/"), tokenIntentKind},
 		{[]byte(t + "wh/"), webhookKind},
 		{webhookQueueTenantPrefix(tenantID), webhookEventKind},
 	}
@@ -285,6 +286,13 @@ func (s *Store) resealKeys(ctx context.Context, tenantID, kind string, keys [][]
 				ttl = s.auditTTL(w, tenantID, key)
 			case "idempotency":
 				ttl = idempotencyTTL
+			case tokenIntentKind:
+				if ttl = s.intentTTL(tk, tenantID, key, next); ttl <= 0 {
+					if err := w.Delete(key); err != nil {
+						return err
+					}
+					continue
+				}
 			}
 			if err := w.Put(key, next, ttl); err != nil {
 				return err

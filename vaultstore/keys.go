@@ -28,6 +28,7 @@ package vaultstore
 //	v1/health                              the health check's last write (a timestamp)
 //	v1/t/{tenant}/reactor/{reactor}        reactor record, sealed
 //	v1/t/{tenant}/idem/{sha256(key) hex}    idempotency key: the first response, sealed, kept a day
+//	v1/t/{tenant}/intent/{intent}          token intent, sealed, purged by the engine when it expires
 //
 // Everything a tenant owns lives under v1/t/{tenant}/, so deleting a tenant
 // is one prefix delete once its data keys are gone.
@@ -68,6 +69,10 @@ func appKeyPrefix(tenantID, appID string) []byte {
 }
 
 func fingerprintKeyKey(tenantID string) []byte { return []byte(keyVersion + "fpk/" + tenantID) }
+
+func tokenIntentKey(tenantID, id string) []byte {
+	return []byte(keyVersion + "t/" + tenantID + "/intent/" + id)
+}
 
 func tokenKey(tenantID, id string) []byte { return []byte(keyVersion + "t/" + tenantID + "/tok/" + id) }
 

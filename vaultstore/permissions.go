@@ -25,10 +25,11 @@ const (
 
 // permissionsByType lists what each application type may be granted.
 var permissionsByType = map[string][]string{
-	AppPublic: {"token:create", "token:update"},
+	AppPublic: {"token:create", "token:update", "token-intent:create"},
 	AppPrivate: {
 		"token:create", "token:read", "token:update", "token:delete", "token:use", "token:search",
 		"reactor:invoke",
+		"token-intent:create", "token-intent:read", "token-intent:delete",
 	},
 	AppManagement: {
 		"tenant:read", "tenant:update", "tenant:delete", "report:read", "log:read",
@@ -41,6 +42,10 @@ var permissionsByType = map[string][]string{
 
 // permissionDescriptions say what each permission allows.
 var permissionDescriptions = map[string]string{
+	"token-intent:create": "Create token intents",
+	"token-intent:read":   "Read token intents (never their data)",
+	"token-intent:delete": "Delete token intents",
+
 	"token:create":       "Create tokens",
 	"token:read":         "Read tokens, with data as the access rules show it",
 	"token:update":       "Update tokens",

@@ -409,8 +409,31 @@ func (e *searchExec) match(q *searchExpr, rec *tokenRecord) bool {
 		return rec.CreatedBy == t.value
 	case fieldModifiedBy:
 		return rec.ModifiedBy == t.value
+	case fieldCardBIN, fieldCardLast4, fieldCardBrand:
+		return cardDetailMatches(t, rec)
 	}
 	return false
+}
+
+// cardDetailMatches evaluates a card.bin, card.last4 or card.brand term
+// on a token's card details (derived now for a record written before
+// they were stored): the BIN and last four exactly, the brand in any
+// case.
+func cardDetailMatches(t *searchTerm, rec *tokenRecord) bool {
+	card := rec.Card
+	if card == nil && rec.Bank == nil {
+		card, _ = deriveDetails(rec.Type, rec.Data)
+	}
+	if card == nil {
+		return false
+	}
+	switch t.field {
+	case fieldCardBIN:
+		return card.BIN == t.value
+	case fieldCardLast4:
+		return card.Last4 == t.value
+	}
+	return card.Brand != "" && card.Brand == normalizeBrand(t.value)
 }
 
 func containerMatches(t *searchTerm, container string) bool {

@@ -12,7 +12,7 @@ package vaultstore
 //	term     = field ":" value
 //	field    = "id" | "type" | "fingerprint" | "container" | "data"
 //	         | "created_at" | "modified_at" | "created_by" | "modified_by"
-//	         | "metadata." key
+//	         | "metadata." key | "card.bin" | "card.last4" | "card.brand"
 //	value    = word | phrase | range               (no space after ':')
 //	range    = ( "[" | "{" ) bound "TO" bound ( "]" | "}" )
 //	bound    = word | phrase | "*"
@@ -49,7 +49,7 @@ const (
 )
 
 // searchFieldList names the searchable fields, for error messages.
-const searchFieldList = "id, type, fingerprint, container, metadata.<key>, data, created_at, modified_at, created_by, modified_by"
+const searchFieldList = "id, type, fingerprint, container, metadata.<key>, data, card.bin, card.last4, card.brand, created_at, modified_at, created_by, modified_by"
 
 // The messages of query errors. Each is a fixed text; none quotes the
 // query.
@@ -133,6 +133,9 @@ const (
 	fieldModifiedAt
 	fieldCreatedBy
 	fieldModifiedBy
+	fieldCardBIN
+	fieldCardLast4
+	fieldCardBrand
 )
 
 var searchFields = map[string]searchField{
@@ -145,6 +148,9 @@ var searchFields = map[string]searchField{
 	"modified_at": fieldModifiedAt,
 	"created_by":  fieldCreatedBy,
 	"modified_by": fieldModifiedBy,
+	"card.bin":    fieldCardBIN,
+	"card.last4":  fieldCardLast4,
+	"card.brand":  fieldCardBrand,
 }
 
 // searchTerm is one field:value term.

@@ -75,6 +75,7 @@ type Store struct {
 	dir         string
 	events      func(Event)
 	hooks       webhookWorkers // webhook delivery (webhooks_delivery.go)
+	binTable    binTableHolder // the operator's BIN table (bin_table.go)
 
 	stop      chan struct{}
 	ctx       context.Context // cancelled by Close, for background work

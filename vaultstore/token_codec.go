@@ -137,6 +137,18 @@ func (t *Token) appendMembers(dst []byte) ([]byte, error) {
 		dst = append(dst, `,"modified_at":`...)
 		dst = appendTimestamp(dst, t.ModifiedAt)
 	}
+	if t.Card != nil {
+		dst = append(dst, `,"card":`...)
+		if dst, err = appendMarshaled(dst, t.Card); err != nil {
+			return dst, fmt.Errorf("card: %w", err)
+		}
+	}
+	if t.Bank != nil {
+		dst = append(dst, `,"bank":`...)
+		if dst, err = appendMarshaled(dst, t.Bank); err != nil {
+			return dst, fmt.Errorf("bank: %w", err)
+		}
+	}
 	if t.Extras != nil {
 		dst = append(dst, `,"_extras":{"deduplicated":`...)
 		dst = appendJSONBool(dst, t.Extras.Deduplicated)
@@ -366,6 +378,8 @@ const (
 	memberCreatedAt
 	memberModifiedBy
 	memberModifiedAt
+	memberCard
+	memberBank
 	memberExtras
 	memberCVC
 	memberCVCExpiresAt
@@ -377,7 +391,7 @@ const (
 var recordMembers = [memberUnknown]string{
 	"id", "tenant_id", "type", "data", "mask", "fingerprint", "fingerprint_expression",
 	"containers", "metadata", "search_indexes", "deduplicate_token", "expires_at",
-	"created_by", "created_at", "modified_by", "modified_at", "_extras",
+	"created_by", "created_at", "modified_by", "modified_at", "card", "bank", "_extras",
 	"cvc_sealed", "cvc_expires_at", "index_hashes",
 }
 
@@ -418,6 +432,10 @@ func recordMember(key []byte) int {
 		return memberModifiedBy
 	case "modified_at":
 		return memberModifiedAt
+	case "card":
+		return memberCard
+	case "bank":
+		return memberBank
 	case "_extras":
 		return memberExtras
 	case "cvc_sealed":
@@ -558,6 +576,10 @@ func (c *jsonCursor) member(r *tokenRecord, m int) error {
 		return c.stringInto(&r.ModifiedBy)
 	case memberModifiedAt:
 		return c.timestampInto(&r.ModifiedAt)
+	case memberCard:
+		return c.fallback(&r.Card)
+	case memberBank:
+		return c.fallback(&r.Bank)
 	case memberExtras:
 		return c.extrasInto(&r.Extras)
 	case memberCVC:

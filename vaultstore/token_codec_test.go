@@ -377,6 +377,16 @@ func codecRandomRecord(r *rand.Rand) tokenRecord {
 	if r.IntN(3) == 0 {
 		rec.Extras = &TokenExtras{Deduplicated: r.IntN(2) == 0}
 	}
+	if r.IntN(3) == 0 {
+		rec.Card = &CardDetails{BIN: opt(codecRandomString(r)), Last4: opt(codecRandomString(r)),
+			ExpirationMonth: r.IntN(13), ExpirationYear: r.IntN(3000), Brand: opt(codecRandomString(r))}
+		if r.IntN(2) == 0 {
+			rec.Card.Issuer = &CardIssuer{Country: opt(codecRandomString(r)), Name: opt(codecRandomString(r))}
+		}
+	}
+	if r.IntN(3) == 0 {
+		rec.Bank = &BankDetails{RoutingNumber: opt(codecRandomString(r)), AccountNumberLast4: opt(codecRandomString(r))}
+	}
 	if r.IntN(2) == 0 {
 		rec.CVC = make([]byte, r.IntN(40))
 		for i := range rec.CVC {

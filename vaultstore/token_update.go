@@ -150,6 +150,7 @@ func (s *Store) shapeUpdated(app *Application, rec *tokenRecord, updateTransform
 	if !ok {
 		tok := rec.Token
 		tok.Data, tok.Metadata, tok.Mask, tok.SearchIndexes, tok.FingerprintExpression = nil, nil, nil, nil, ""
+		tok.Card, tok.Bank = nil, nil // details are for readers
 		return &tok, nil
 	}
 	transform := TransformMask

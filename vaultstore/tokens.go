@@ -37,6 +37,8 @@ type Token struct {
 	CreatedAt             *Timestamp        `json:"created_at,omitempty"`
 	ModifiedBy            string            `json:"modified_by,omitempty"`
 	ModifiedAt            *Timestamp        `json:"modified_at,omitempty"`
+	Card                  *CardDetails      `json:"card,omitempty"`
+	Bank                  *BankDetails      `json:"bank,omitempty"`
 	Extras                *TokenExtras      `json:"_extras,omitempty"`
 }
 
@@ -67,6 +69,9 @@ type TokenInput struct {
 	FingerprintExpression string   `json:"fingerprint_expression"`
 	DeduplicateToken      *bool    `json:"deduplicate_token"`
 	ExpiresAt             string   `json:"expires_at"`
+	// TokenIntentID makes the token from a token intent (token_intents.go):
+	// its type and data come from the intent, which is consumed.
+	TokenIntentID string `json:"token_intent_id"`
 }
 
 // container is the one container a token lives in.
@@ -100,6 +105,10 @@ func prefixed(prefix string, err error) error {
 // from the data (id, fingerprint, search indexes), without any I/O.
 func (s *Store) buildToken(t *Tenant, tk *tenantKeys, actorID string, in TokenInput) (*tokenRecord, bool, error) {
 	v := &ValidationError{}
+	if in.TokenIntentID != "" { // CreateToken resolves it (takeIntent); nothing else takes it
+		v.Add("token_intent_id", "token_intent_id is accepted only by POST /tokens")
+		return nil, false, v
+	}
 	typ, ok := LookupTokenType(in.Type)
 	if !ok {
 		v.Add("type", "type must be one of "+strings.Join(TokenTypeNames(), ", "))
@@ -174,6 +183,7 @@ func (s *Store) derive(t *Tenant, tk *tenantKeys, rec *tokenRecord, dedupe bool)
 	if err := s.sealCVC(t, rec); err != nil {
 		return err
 	}
+	rec.Card, rec.Bank = deriveDetails(rec.Type, rec.Data)
 	bindings := map[string]any{"data": rec.Data}
 	fpExpr := rec.FingerprintExpression
 	if fpExpr == "" && (dedupe || t.Settings["fingerprint_tokens"] == "true") {
@@ -618,6 +628,10 @@ func (s *Store) CreateToken(ctx context.Context, req TokenRequest, in TokenInput
 		if err != nil {
 			return err
 		}
+		in, err := s.takeIntent(w, tk, t.ID, in) // token_intent_id: type and data from the intent
+		if err != nil {
+			return err
+		}
 		rec, dedupe, err := s.buildToken(t, tk, req.Application.ID, in)
 		if err != nil {
 			return err
@@ -675,6 +689,7 @@ func (s *Store) shapeCreated(app *Application, rec *tokenRecord, transform strin
 // shape returns the token with its data revealed, masked or left out.
 func (s *Store) shape(rec *tokenRecord, transform string) (*Token, error) {
 	tok := rec.Token
+	tok.Card, tok.Bank = s.details(rec)
 	if transform != TransformReveal && maskTemplateShowsNumber(rec) {
 		tok.Mask = nil // written before the vault refused such masks
 	}

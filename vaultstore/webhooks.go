@@ -122,7 +122,11 @@ func (s *Store) CreateWebhook(ctx context.Context, tenantID, actorID string, in 
 	if err := in.validate(check); err != nil {
 		return nil, err
 	}
-	fresh, err := newWebhookSigningKey(s.now())
+	var fresh *freshSigningKey // made outside the transaction, and only when the tenant has no key
+	_, err := s.signingKeyOf(ctx, tenantID)
+	if errors.Is(err, ErrNotFound) {
+		fresh, err = newWebhookSigningKey(s.now())
+	}
 	if err != nil {
 		return nil, err
 	}

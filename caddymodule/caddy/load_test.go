@@ -171,6 +171,13 @@ package main
 // the storage's size (on PostgreSQL the database's), and the warnings
 // and errors in each node's log.
 //
+// Figures that travel: after the environment and under each table, the
+// disk's sync latency as BenchmarkDurableWriteAlone measures it (a
+// 700-byte Badger write, then its sync, timed 200 times on the storage's
+// file system: p50, p90, mean), with the load average. A lone durable
+// request waits for one such sync, so the c=1 latencies of other machines
+// compare only beside it (load_synclat_test.go).
+//
 // The vault's writes are durable (msync of Badger's memory-mapped files
 // on every group commit): on a Linux 6.18 ext4 machine a full run wrote
 // about 100 GB to the disk, mostly whole large page-cache folios of
@@ -557,6 +564,10 @@ func TestLoad(t *testing.T) {
 		out("caddy pid %d, vault storage %s (sync_writes on), proxy %s -> %s\n", pid, s.opts.Storage, proxyID, dest.url)
 	}
 	out("load average at the start: %s\n", loadAverage())
+	// the disk's sync latency, measured beside every table too: the
+	// figures depend on it more than on anything else of the machine's
+	syncDir := filepath.Dir(s.opts.Storage)
+	out("%s\n", measureSyncLatency(syncDir))
 	out("bodies: POST /tokens %d B, POST /tokenize %d B (5 cards), /proxy %d B and %d B\n",
 		len(cardBody), len(tokenizeBody), len(proxy1K1), len(proxy64K1))
 	out("vault answers (floor bodies sized to match): POST /tokens %d B, POST /tokenize %d B, GET /tokens/{id} %d B, GET /tokens?size=20 %d B\n",
@@ -738,6 +749,7 @@ func TestLoad(t *testing.T) {
 			warn = " — other work on the machine disturbed these numbers"
 		}
 		out("other processes used %.1f%% of the %d CPUs (user time) during these runs%s; load average %s\n", max(0, other), runtime.NumCPU(), warn, loadAverage())
+		out("%s\n", measureSyncLatency(syncDir))
 		if procs.pg != nil {
 			out("of which other databases' sessions on the PostgreSQL server: %.1f%% (user and system time)\n",
 				100*float64(pgOtherTicks)/clockTicksPerSec/wall.Seconds()/float64(runtime.NumCPU()))

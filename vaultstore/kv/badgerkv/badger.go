@@ -56,12 +56,14 @@ const (
 
 // Store is the embedded single-node KV on Badger.
 type Store struct {
-	db     *badger.DB
-	group  *groupSync // nil when writes need not be durable
-	space  *spaceGuard
-	logger *zap.Logger
-	stop   chan struct{}
-	wg     sync.WaitGroup
+	db    *badger.DB
+	group *groupSync // nil when writes need not be durable
+	// deferred syncs commits marked kv.WithDeferredSync; nil with group
+	deferred *deferredSync
+	space    *spaceGuard
+	logger   *zap.Logger
+	stop     chan struct{}
+	wg       sync.WaitGroup
 
 	gcRuns atomic.Int64
 
@@ -181,8 +183,9 @@ func Open(o Options) (*Store, error) {
 		var syncs atomic.Int64
 		s.group = newGroupSync(func() error {
 			// a sync runs inside a write's updateOnce, which holds
-			// closeMu: it never reaches Badger after Close (whose
-			// memtable is gone by then)
+			// closeMu, or in the deferred syncer, which Close waits for
+			// before it closes Badger: it never reaches Badger after
+			// Close (whose memtable is gone by then)
 			//
 			// a new memtable log appears every few thousand syncs; advising
 			// it early keeps its syncs small (see adviseRandomAccess)
@@ -195,6 +198,12 @@ func Open(o Options) (*Store, error) {
 			}
 			return nil
 		}, syncLinger)
+		s.deferred = newDeferredSync(s.group, DeferredSyncDelay, s.stop)
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.deferred.run()
+		}()
 	}
 	s.wg.Add(1)
 	go s.gcLoop()
@@ -284,7 +293,7 @@ func (s *Store) Update(ctx context.Context, fn func(kv.Writer) error) error {
 		if err = ctx.Err(); err != nil {
 			return err
 		}
-		err = s.updateOnce(kv.SpaceReserve(ctx), fn)
+		err = s.updateOnce(kv.SpaceReserve(ctx), kv.DeferredSync(ctx), fn)
 		if !errors.Is(err, badger.ErrConflict) {
 			return err
 		}
@@ -299,7 +308,10 @@ func (s *Store) Update(ctx context.Context, fn func(kv.Writer) error) error {
 }
 
 // updateOnce runs fn in one transaction and, with group commit, returns
-// once what it committed is durable. Before the commit reaches Badger,
+// once what it committed is durable; when deferred (kv.WithDeferredSync),
+// once it is committed to Badger's memory-mapped log, which a crash of
+// the process cannot lose, leaving its sync to the deferred syncer
+// (within DeferredSyncDelay). Before the commit reaches Badger,
 // the space guard admits it (reserved: into the read reserve) or refuses
 // it with an error wrapping kv.ErrNoSpace, and nothing is written.
 //
@@ -307,7 +319,7 @@ func (s *Store) Update(ctx context.Context, fn func(kv.Writer) error) error {
 // closes the channel a commit sends to, so a commit that passed Badger's
 // own check just before would send on a closed channel and panic, and a
 // sync after Close finds no memtable.
-func (s *Store) updateOnce(reserved bool, fn func(kv.Writer) error) error {
+func (s *Store) updateOnce(reserved, deferred bool, fn func(kv.Writer) error) error {
 	s.closeMu.RLock()
 	defer s.closeMu.RUnlock()
 	if s.closed {
@@ -340,6 +352,14 @@ func (s *Store) updateOnce(reserved bool, fn func(kv.Writer) error) error {
 	}()
 	err := s.db.Update(run)
 	ended = true
+	if deferred && err == nil && st.wrote {
+		target, serr := s.group.endDeferred(id)
+		if serr != nil { // a sync failed: this commit may never reach the disk
+			return fmt.Errorf("syncing committed writes: %w", serr)
+		}
+		s.deferred.need(target)
+		return nil
+	}
 	if serr := s.group.end(id, err == nil && st.wrote); serr != nil {
 		return fmt.Errorf("syncing committed writes: %w", serr)
 	}

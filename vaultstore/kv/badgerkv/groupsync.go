@@ -75,6 +75,36 @@ func (g *groupSync) begin() uint64 {
 func (g *groupSync) end(id uint64, committed bool) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.endLocked(id)
+	if !committed {
+		return nil
+	}
+	// a sync running now may have begun before our commit: we need the next
+	return g.syncLocked(g.started + 1)
+}
+
+// endDeferred closes the transaction id, which committed writes that may
+// be synced later (kv.WithDeferredSync), and returns the sync that makes
+// them durable, for awaitSync. It fails, as end does, once a sync has
+// failed.
+func (g *groupSync) endDeferred(id uint64) (target uint64, err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.endLocked(id)
+	return g.started + 1, g.err
+}
+
+// awaitSync returns once sync number target has finished, running it
+// (and lingering first, as end does) when no other writer does, with the
+// error of any sync that failed.
+func (g *groupSync) awaitSync(target uint64) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.syncLocked(target)
+}
+
+// endLocked forgets the running transaction id. Call with g.mu held.
+func (g *groupSync) endLocked(id uint64) {
 	delete(g.active, id)
 	if g.waitFor[id] {
 		delete(g.waitFor, id)
@@ -83,11 +113,11 @@ func (g *groupSync) end(id uint64, committed bool) error {
 			g.waitFor, g.joined = nil, nil
 		}
 	}
-	if !committed {
-		return nil
-	}
-	// a sync running now may have begun before our commit: we need the next
-	target := g.started + 1
+}
+
+// syncLocked returns once sync number target has finished. Call with g.mu
+// held.
+func (g *groupSync) syncLocked(target uint64) error {
 	for g.completed < target && g.err == nil {
 		if g.running {
 			g.cond.Wait()

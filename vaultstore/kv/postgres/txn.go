@@ -145,6 +145,9 @@ type txn struct {
 	s     *Store
 	ctx   context.Context
 	begin string // the BEGIN statement, sent with the first round trip
+	// deferred: the commit need not wait for its WAL flush
+	// (kv.WithDeferredSync), sent as SET LOCAL after BEGIN
+	deferred bool
 
 	conn    *pgxpool.Conn
 	begun   bool // the server has run BEGIN: the transaction must end
@@ -166,7 +169,7 @@ type stmt struct {
 }
 
 func (s *Store) newTxn(ctx context.Context, begin string) *txn {
-	return &txn{s: s, ctx: ctx, begin: begin, watch: s.watch.Load()}
+	return &txn{s: s, ctx: ctx, begin: begin, watch: s.watch.Load(), deferred: begin == beginUpdate && kv.DeferredSync(ctx)}
 }
 
 // fail keeps err as the transaction's failure and returns it.
@@ -214,6 +217,9 @@ func (t *txn) roundTrip(op string, final []stmt, commitAt int) error {
 		var all []stmt
 		if !t.begun {
 			all = append(all, stmt{sql: t.begin})
+			if t.deferred {
+				all = append(all, stmt{sql: asyncCommit})
+			}
 		}
 		all = append(all, t.pending...)
 		at := -1 // COMMIT's index in all

@@ -240,6 +240,9 @@ func (s *Store) DeleteKey(ctx context.Context, tenantID, appID, keyID, actorID s
 // failure (malformed, unknown, revoked, tenant gone) is ErrUnauthenticated;
 // a malformed key costs no storage read.
 func (s *Store) Authenticate(ctx context.Context, key string) (*Principal, error) {
+	if isSessionKey(key) {
+		return s.authenticateSession(ctx, key)
+	}
 	if !wellFormedKey(key) {
 		return nil, ErrUnauthenticated
 	}

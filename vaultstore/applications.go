@@ -23,6 +23,8 @@ type Application struct {
 	CreatedAt   *Timestamp   `json:"created_at,omitempty"`
 	ModifiedBy  string       `json:"modified_by,omitempty"`
 	ModifiedAt  *Timestamp   `json:"modified_at,omitempty"`
+
+	session *sessionGrant // set on a session key's stand-in (sessions.go)
 }
 
 // ApplicationInput is the body of POST and PUT /applications. Type cannot

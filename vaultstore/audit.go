@@ -35,6 +35,9 @@ type AuditRecord struct {
 	TokenIDs []string `json:"token_ids,omitempty"`
 	// Destination is the host a proxied request went to.
 	Destination string `json:"destination_host,omitempty"`
+	// AuthorizedBy, on a record of a session's call, is the application
+	// that authorized the session.
+	AuthorizedBy string `json:"authorized_by,omitempty"`
 }
 
 // appendRecord encodes rec exactly as json.Marshal would, without
@@ -81,6 +84,10 @@ func (rec *AuditRecord) appendRecord(dst []byte) ([]byte, error) {
 		dst = append(dst, `,"destination_host":`...)
 		dst = appendJSONString(dst, rec.Destination)
 	}
+	if rec.AuthorizedBy != "" {
+		dst = append(dst, `,"authorized_by":`...)
+		dst = appendJSONString(dst, rec.AuthorizedBy)
+	}
 	return append(dst, '}'), nil
 }
 
@@ -95,6 +102,7 @@ func byApp(app *Application, entityType, entityID, operation, message string) *A
 	rec := &AuditRecord{EntityType: entityType, EntityID: entityID, Operation: operation, Message: message, ActorType: ActorOperator}
 	if app != nil {
 		rec.ActorID, rec.ActorType = app.ID, ActorApplication
+		app.stampSession(rec)
 	}
 	return rec
 }

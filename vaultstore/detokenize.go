@@ -109,7 +109,7 @@ func (s *Store) Detokenize(ctx context.Context, req TokenRequest, opts Detokeniz
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := s.commitDetokenize(ctx, exp, req.Tenant, d, ids, opts.Audit); err != nil {
+	if err := s.commitDetokenize(ctx, exp, req.Tenant, d, ids, req.Application.auditedAs(opts.Audit)); err != nil {
 		return nil, nil, err
 	}
 	return out, &DetokenizeResult{TokenIDs: ids}, nil
@@ -193,7 +193,7 @@ func (s *Store) detokenizeFields(ctx context.Context, req TokenRequest, opts Det
 		}
 		out[i] = v
 	}
-	if err := s.commitDetokenize(ctx, exp, req.Tenant, d, ids, opts.Audit); err != nil {
+	if err := s.commitDetokenize(ctx, exp, req.Tenant, d, ids, req.Application.auditedAs(opts.Audit)); err != nil {
 		return nil, nil, err
 	}
 	return out, &DetokenizeResult{TokenIDs: ids}, nil
@@ -243,7 +243,7 @@ func (s *Store) resolveDetokenize(ctx context.Context, req TokenRequest, opts De
 	}
 	for _, id := range ids {
 		t := d.tokens[id]
-		if t.transform, err = req.Application.Authorize(opts.Permission, t.rec.container()); err != nil {
+		if t.transform, err = req.Application.AuthorizeToken(opts.Permission, t.rec.ID, t.rec.container()); err != nil {
 			return nil, err
 		}
 	}

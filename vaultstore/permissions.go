@@ -126,6 +126,9 @@ func containerCovers(parent, container string) bool {
 // Can reports whether the application holds perm at all, directly or
 // through any access rule.
 func (a *Application) Can(perm string) bool {
+	if a.session != nil {
+		return a.session.can(perm)
+	}
 	if slices.Contains(a.Permissions, perm) {
 		return true
 	}
@@ -144,11 +147,18 @@ func (a *Application) Can(perm string) bool {
 // and grants perm decides; with plain permissions, token:use reveals and
 // every other permission masks.
 func (a *Application) Authorize(perm, container string) (string, error) {
-	if transform, ok := a.grant(perm, container); ok {
+	return a.AuthorizeToken(perm, "", container)
+}
+
+// AuthorizeToken is Authorize for the token id in container: a session's
+// rules may name token ids, which Authorize, knowing only the container,
+// never matches.
+func (a *Application) AuthorizeToken(perm, id, container string) (string, error) {
+	if transform, ok := a.grantToken(perm, id, container); ok {
 		return transform, nil
 	}
 	e := &PermissionError{Permission: perm}
-	if len(a.Rules) > 0 {
+	if len(a.Rules) > 0 || (a.session != nil && len(a.session.rules) > 0) {
 		e.Container = container
 	}
 	return "", e
@@ -157,6 +167,14 @@ func (a *Application) Authorize(perm, container string) (string, error) {
 // grant is Authorize without the error, for scans that skip what the
 // caller may not see.
 func (a *Application) grant(perm, container string) (string, bool) {
+	return a.grantToken(perm, "", container)
+}
+
+// grantToken is AuthorizeToken without the error.
+func (a *Application) grantToken(perm, id, container string) (string, bool) {
+	if a.session != nil {
+		return a.session.grant(perm, id, container)
+	}
 	if len(a.Rules) == 0 {
 		if !slices.Contains(a.Permissions, perm) {
 			return "", false

@@ -59,7 +59,7 @@ func (s *Store) UpdateToken(ctx context.Context, req TokenRequest, id string, pa
 		if err != nil {
 			return err
 		}
-		if _, err := req.Application.Authorize("token:update", old.container()); err != nil {
+		if _, err := req.Application.AuthorizeToken("token:update", old.ID, old.container()); err != nil {
 			return err
 		}
 		maskChanged := changesMask(old, patch)
@@ -72,7 +72,7 @@ func (s *Store) UpdateToken(ctx context.Context, req TokenRequest, id string, pa
 		if err != nil {
 			return err
 		}
-		transform, err := req.Application.Authorize("token:update", next.container())
+		transform, err := req.Application.AuthorizeToken("token:update", next.ID, next.container())
 		if err != nil {
 			return err
 		}

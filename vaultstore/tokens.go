@@ -750,7 +750,7 @@ func (s *Store) GetToken(ctx context.Context, req TokenRequest, id string) (*Tok
 	if err != nil {
 		return nil, err
 	}
-	transform, err := req.Application.Authorize("token:read", rec.container())
+	transform, err := req.Application.AuthorizeToken("token:read", rec.ID, rec.container())
 	if err != nil {
 		return nil, err
 	}
@@ -884,7 +884,7 @@ func (s *Store) ListTokens(ctx context.Context, req TokenRequest, f TokenFilter,
 				} else if err != nil {
 					return err
 				}
-				if _, ok := req.Application.grant("token:read", rec.container()); ok && f.matches(rec) {
+				if _, ok := req.Application.grantToken("token:read", rec.ID, rec.container()); ok && f.matches(rec) {
 					recs = append(recs, rec)
 				}
 			}
@@ -942,7 +942,7 @@ func (s *Store) ListTokens(ctx context.Context, req TokenRequest, f TokenFilter,
 	out := make([]*Token, 0, len(page))
 	ids := make([]string, 0, len(page))
 	for _, rec := range page {
-		transform, ok := req.Application.grant("token:read", rec.container())
+		transform, ok := req.Application.grantToken("token:read", rec.ID, rec.container())
 		if !ok {
 			continue
 		}
@@ -972,7 +972,7 @@ func (s *Store) DeleteToken(ctx context.Context, req TokenRequest, id string) er
 		if err != nil {
 			return err
 		}
-		if _, err := req.Application.Authorize("token:delete", rec.container()); err != nil {
+		if _, err := req.Application.AuthorizeToken("token:delete", rec.ID, rec.container()); err != nil {
 			return err
 		}
 		if err := s.removeToken(w, rec); err != nil {

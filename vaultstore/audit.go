@@ -197,35 +197,34 @@ func (s *Store) writeAudit(w Writer, tk *tenantKeys, t *Tenant, rec *AuditRecord
 }
 
 // pendingPut is an entry ready to be written with an audit record: the
-// sealed record itself, or an activity marker it covers.
+// record itself (chain: it is sealed in the transaction that gives it
+// its place in the tenant's audit chain), or an activity marker it covers.
 type pendingPut struct {
 	key, value []byte
 	ttl        time.Duration
+	chain      *chainedPut
 }
 
 func (e *pendingPut) put(w Writer) error {
+	if e.chain != nil {
+		return e.chain.write(w)
+	}
 	if err := w.Put(e.key, e.value, e.ttl); err != nil {
 		return fmt.Errorf("%w: %w", ErrAuditUnavailable, err)
 	}
 	return nil
 }
 
-// sealAudit stamps rec and seals it under its key, to expire after the
-// tenant's log retention.
+// sealAudit stamps rec and makes it ready for its tenant's audit chain:
+// the transaction that writes it gives it its sequence number and MAC,
+// and seals it (audit_chain.go). It has no time to live: the sweep
+// removes it in chain order once the tenant's log retention has passed.
 func (s *Store) sealAudit(tk *tenantKeys, t *Tenant, rec *AuditRecord) (*pendingPut, error) {
 	now := s.now()
 	rec.ID, rec.TenantID, rec.CreatedAt = uuid.NewString(), t.ID, stamp(now)
 	rec.EntityID, rec.TokenIDs = auditTokenID(rec.EntityID), auditTokenIDs(rec.TokenIDs)
 	slot := auditSlot(now, binary.BigEndian.Uint64(randomBytes(8)))
-	sealed, err := tk.sealRecord("audit", t.ID, slot, rec)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrAuditUnavailable, err)
-	}
-	retention := time.Duration(t.Quotas.LogRetentionSeconds) * time.Second
-	if retention <= 0 {
-		retention = time.Duration(DefaultQuotas.LogRetentionSeconds) * time.Second
-	}
-	return &pendingPut{key: auditKey(t.ID, slot), value: sealed, ttl: retention}, nil
+	return &pendingPut{chain: &chainedPut{tk: tk, tenantID: t.ID, slot: slot, rec: rec}}, nil
 }
 
 // AuditFilter selects audit records; zero fields select everything.

@@ -62,6 +62,7 @@ type Store struct {
 	credentials *credentialCache
 	active      activeMarks
 	audits      *auditBatcher
+	exports     *auditExporter // the audit export (audit_chain_export.go)
 	cvc         *cvcKeyring
 	masters     *masterKeys
 	meta        metaRecord
@@ -133,6 +134,8 @@ func Open(o Options) (*Store, error) {
 		closeAll()
 		return nil, err
 	}
+	s.exports = newAuditExporter()
+	s.kv = auditKV{s.kv, s.exports}
 	s.audits = newAuditBatcher(s.kv, s.stop, auditLinger)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if meta.RotatingTo != nil {
@@ -312,6 +315,7 @@ func (s *Store) Close() error {
 		s.folds.mu.Unlock()
 		close(s.stop)
 		s.wg.Wait()
+		s.exports.close()
 		if s.shared {
 			// hand the sweep over at once rather than after its lease
 			// lapses (a process that dies lets it lapse)

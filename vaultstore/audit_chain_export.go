@@ -1,0 +1,162 @@
+package vaultstore
+
+// The audit export: every chained audit record, once its transaction has
+// committed, is also written as one JSON line to a zap logger the vault's
+// host gives the store (Caddy's "vault.audit"), so operators route it
+// with Caddy's own log configuration (a file kept for a year, syslog, any
+// log module). The store stays the system of record; the export is best
+// effort: a line is lost when the process dies between the commit and
+// the write, when the queue below is full (counted, see
+// AuditExportDropped), or when the log writer fails. Every line carries
+// its sequence number and MAC, so verifying the exported file shows each
+// line lost as a gap.
+
+import (
+	"bytes"
+	"encoding/json"
+	"sync"
+	"sync/atomic"
+
+	"go.uber.org/zap"
+)
+
+// auditExportQueue bounds the committed transactions whose records wait
+// for the export logger; beyond it lines are dropped rather than making
+// requests wait on a slow log writer.
+const auditExportQueue = 4096
+
+// auditExporter hands committed audit records to the export logger, in
+// commit order, from one goroutine.
+type auditExporter struct {
+	logger  atomic.Pointer[exportLogger]
+	queue   chan []*ChainedAuditRecord
+	dropped atomic.Uint64
+	done    chan struct{}
+	once    sync.Once
+}
+
+// exportLogger is one logger set with SetAuditExport.
+type exportLogger struct{ *zap.Logger }
+
+func newAuditExporter() *auditExporter {
+	e := &auditExporter{queue: make(chan []*ChainedAuditRecord, auditExportQueue), done: make(chan struct{})}
+	go e.run()
+	return e
+}
+
+// offer queues records that have committed. Without a logger nothing is
+// exported and nothing counts as dropped.
+func (e *auditExporter) offer(recs []*ChainedAuditRecord) {
+	if e == nil || e.logger.Load() == nil {
+		return
+	}
+	select {
+	case e.queue <- recs:
+	default:
+		e.dropped.Add(uint64(len(recs)))
+	}
+}
+
+func (e *auditExporter) run() {
+	defer close(e.done)
+	for recs := range e.queue {
+		l := e.logger.Load()
+		if l == nil {
+			e.dropped.Add(uint64(len(recs)))
+			continue
+		}
+		for _, r := range recs {
+			l.Info("audit record", auditFields(r)...)
+		}
+	}
+}
+
+// close writes what is queued and stops.
+func (e *auditExporter) close() {
+	e.once.Do(func() { close(e.queue) })
+	<-e.done
+}
+
+// auditFields are the zap fields of an exported record: the record's own
+// fields under their JSON names, read from its canonical encoding so that
+// a field added to AuditRecord is exported too, then its sequence number
+// and MAC. Never data: the record holds none.
+func auditFields(r *ChainedAuditRecord) []zap.Field {
+	f := make([]zap.Field, 0, 16)
+	canonical, err := r.AuditRecord.appendRecord(nil)
+	if err == nil {
+		var fields map[string]json.RawMessage
+		dec := json.NewDecoder(bytes.NewReader(canonical))
+		if err = dec.Decode(&fields); err == nil {
+			f = appendRecordFields(f, canonical, fields)
+		}
+	}
+	return append(f, zap.Uint64("seq", r.Seq), zap.String("prev", r.Prev), zap.String("mac", r.MAC))
+}
+
+// appendRecordFields adds fields in the order canonical holds them:
+// strings as strings, lists of strings as lists.
+func appendRecordFields(f []zap.Field, canonical []byte, fields map[string]json.RawMessage) []zap.Field {
+	dec := json.NewDecoder(bytes.NewReader(canonical))
+	if _, err := dec.Token(); err != nil { // {
+		return f
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return f
+		}
+		name, _ := t.(string)
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return f
+		}
+		var s string
+		var list []string
+		switch {
+		case json.Unmarshal(raw, &s) == nil:
+			f = append(f, zap.String(name, s))
+		case json.Unmarshal(raw, &list) == nil:
+			f = append(f, zap.Strings(name, list))
+		default:
+			f = append(f, zap.Any(name, fields[name]))
+		}
+	}
+	return f
+}
+
+// AuditExport is a logger set with SetAuditExport.
+type AuditExport struct{ l *exportLogger }
+
+// SetAuditExport makes logger receive every audit record committed from
+// now on, one line each, and returns the handle that ClearAuditExport
+// takes. A later call replaces the logger (a new config of the host).
+func (s *Store) SetAuditExport(logger *zap.Logger) AuditExport {
+	l := &exportLogger{logger}
+	s.exports.logger.Store(l)
+	return AuditExport{l}
+}
+
+// ClearAuditExport stops the export to the logger h was returned for, if
+// no later SetAuditExport has replaced it.
+func (s *Store) ClearAuditExport(h AuditExport) {
+	s.exports.logger.CompareAndSwap(h.l, nil)
+}
+
+// AuditExportDropped is the number of audit records that were not written
+// to the export logger because its queue was full or it was removed while
+// they waited. The store still holds them.
+func (s *Store) AuditExportDropped() uint64 { return s.exports.dropped.Load() }
+
+// ExportOperatorEvent writes an event of the operator plane (a tenant
+// deleted, a master key rotation, a backup), which has no tenant log, to
+// the export logger. It is not chained: it carries no sequence number.
+func (s *Store) ExportOperatorEvent(entityType, entityID, operation, message string) {
+	l := s.exports.logger.Load()
+	if l == nil {
+		return
+	}
+	l.Info("operator event", zap.String("plane", "operator"), zap.String("actor_type", ActorOperator),
+		zap.String("entity_type", entityType), zap.String("entity_id", entityID), zap.String("operation", operation),
+		zap.String("message", message), zap.String("created_at", stamp(s.now()).Format(timestampLayout)))
+}

@@ -1,0 +1,478 @@
+package vaultstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// acAdvance moves the fake clock forward by d.
+func acAdvance(c *fakeClock, d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// acSlot returns the slot the chain index gives seq.
+func acSlot(tb testing.TB, s *Store, tenantID string, seq uint64) string {
+	tb.Helper()
+	var slot string
+	err := s.kv.View(context.Background(), func(r Reader) error {
+		v, err := r.Get(auditSeqKey(tenantID, seq))
+		slot = string(v)
+		return err
+	})
+	if err != nil {
+		tb.Fatalf("the chain index entry of record %d: %v", seq, err)
+	}
+	return slot
+}
+
+// acVerify verifies the tenant's chain and fails on an error.
+func acVerify(tb testing.TB, s *Store, tenantID string, since AuditSince) *AuditChainReport {
+	tb.Helper()
+	rep, err := s.VerifyAuditChain(context.Background(), tenantID, since)
+	if err != nil {
+		tb.Fatalf("VerifyAuditChain: %v", err)
+	}
+	return rep
+}
+
+// acWorld is a token world with some audit history: the tenant's creation
+// (3 records), the admin application and its key (2), two tokens (2), and
+// n detokenizations.
+func acWorld(tb testing.TB, n int) *auWorld {
+	tb.Helper()
+	w := newAUWorld(tb)
+	for i := range n {
+		if _, err := w.detokenizeAudited(tb, "admin", `"{{ aa-text }}"`, auRecord(fmt.Sprintf("proxy-%d", i))); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return w
+}
+
+// acRaw edits the engine directly, bypassing the vault, as someone with
+// access to the storage would.
+func acRaw(tb testing.TB, s *Store, fn func(w Writer) error) {
+	tb.Helper()
+	if err := s.kv.Update(context.Background(), fn); err != nil {
+		tb.Fatalf("editing the storage: %v", err)
+	}
+}
+
+func acFaults(rep *AuditChainReport) string {
+	b, _ := json.Marshal(rep.Faults)
+	return string(b)
+}
+
+// An untouched chain verifies: every record, in sequence, linked, and the
+// head names the last; the audit records read through the API are the
+// same as before.
+func TestAuditChainVerifiesIntact(t *testing.T) {
+	w := acWorld(t, 6)
+	rep := acVerify(t, w.s, w.tenant.ID, AuditSince{})
+	all := w.all(t)
+	if !rep.OK || rep.FaultCount != 0 || rep.FirstSeq != 1 || rep.LastSeq != uint64(len(all)) || rep.Verified != uint64(len(all)) || rep.HeadSeq != uint64(len(all)) {
+		t.Fatalf("report %+v for %d records", rep, len(all))
+	}
+	raw, _ := json.Marshal(all)
+	for _, leak := range []string{`"seq"`, `"mac"`, `"prev"`} {
+		if bytes.Contains(raw, []byte(leak)) {
+			t.Errorf("ListAudit's records hold %s", leak)
+		}
+	}
+	for _, data := range []string{twVisa, auText} {
+		if bytes.Contains(raw, []byte(data)) {
+			t.Errorf("an audit record holds %q", data)
+		}
+	}
+	// since a sequence number or a time: the records from there on
+	from := acVerify(t, w.s, w.tenant.ID, AuditSince{Seq: 4})
+	if !from.OK || from.FirstSeq != 4 || from.Verified != uint64(len(all))-3 {
+		t.Errorf("since 4: %+v", from)
+	}
+	slot := acSlot(t, w.s, w.tenant.ID, 5)
+	at, _ := auditSlotTime(slot)
+	byTime := acVerify(t, w.s, w.tenant.ID, AuditSince{Time: at})
+	if !byTime.OK || byTime.FirstSeq != 5 {
+		t.Errorf("since the time of record 5: %+v", byTime)
+	}
+}
+
+// Each kind of tampering done directly in the storage is reported, with
+// the sequence number of the first record concerned.
+func TestAuditChainTamperingIsReported(t *testing.T) {
+	flip := func(b []byte) []byte { b = slices.Clone(b); b[len(b)-1] ^= 1; return b }
+	for _, tc := range []struct {
+		name   string
+		tamper func(tb testing.TB, w *auWorld) // the chain holds records 1 to 13
+		kind   string
+		seq    uint64
+	}{
+		{"a record deleted", func(tb testing.TB, w *auWorld) {
+			slot := acSlot(tb, w.s, w.tenant.ID, 9)
+			acRaw(tb, w.s, func(tx Writer) error { return tx.Delete(auditKey(w.tenant.ID, slot)) })
+		}, FaultGap, 9},
+		{"a record and its index entry deleted", func(tb testing.TB, w *auWorld) {
+			slot := acSlot(tb, w.s, w.tenant.ID, 8)
+			acRaw(tb, w.s, func(tx Writer) error {
+				return joinErr(tx.Delete(auditKey(w.tenant.ID, slot)), tx.Delete(auditSeqKey(w.tenant.ID, 8)))
+			})
+		}, FaultGap, 8},
+		{"a record's bytes changed", func(tb testing.TB, w *auWorld) {
+			key := auditKey(w.tenant.ID, acSlot(tb, w.s, w.tenant.ID, 10))
+			acRaw(tb, w.s, func(tx Writer) error {
+				v, err := tx.Get(key)
+				if err != nil {
+					return err
+				}
+				return tx.Put(key, flip(v), 0)
+			})
+		}, FaultModified, 10},
+		{"a record rewritten with the tenant's keys, its MAC kept", func(tb testing.TB, w *auWorld) {
+			slot := acSlot(tb, w.s, w.tenant.ID, 7)
+			acRaw(tb, w.s, func(tx Writer) error {
+				tk, err := w.s.tenantKeysFor(tx, w.tenant.ID)
+				if err != nil {
+					return err
+				}
+				var cr ChainedAuditRecord
+				if err := w.s.getSealed(tx, tk, "audit", w.tenant.ID, slot, auditKey(w.tenant.ID, slot), &cr); err != nil {
+					return err
+				}
+				cr.EntityID = "someone-else"
+				return putSealed(tx, tk, "audit", w.tenant.ID, slot, auditKey(w.tenant.ID, slot), &cr)
+			})
+		}, FaultModified, 7},
+		{"two records swapped", func(tb testing.TB, w *auWorld) {
+			a, b := auditKey(w.tenant.ID, acSlot(tb, w.s, w.tenant.ID, 6)), auditKey(w.tenant.ID, acSlot(tb, w.s, w.tenant.ID, 11))
+			acRaw(tb, w.s, func(tx Writer) error {
+				va, err1 := tx.Get(a)
+				vb, err2 := tx.Get(b)
+				return joinErr(err1, err2, tx.Put(a, vb, 0), tx.Put(b, va, 0))
+			})
+		}, FaultReordered, 6},
+		{"two index entries swapped", func(tb testing.TB, w *auWorld) {
+			a, b := acSlot(tb, w.s, w.tenant.ID, 5), acSlot(tb, w.s, w.tenant.ID, 12)
+			acRaw(tb, w.s, func(tx Writer) error {
+				return joinErr(tx.Put(auditSeqKey(w.tenant.ID, 5), []byte(b), 0), tx.Put(auditSeqKey(w.tenant.ID, 12), []byte(a), 0))
+			})
+		}, FaultReordered, 5},
+		{"the tail cut off", func(tb testing.TB, w *auWorld) {
+			for _, seq := range []uint64{12, 13} {
+				slot := acSlot(tb, w.s, w.tenant.ID, seq)
+				acRaw(tb, w.s, func(tx Writer) error {
+					return joinErr(tx.Delete(auditKey(w.tenant.ID, slot)), tx.Delete(auditSeqKey(w.tenant.ID, seq)))
+				})
+			}
+		}, FaultTruncated, 12},
+		{"the head changed", func(tb testing.TB, w *auWorld) {
+			acRaw(tb, w.s, func(tx Writer) error {
+				v, err := tx.Get(auditHeadKey(w.tenant.ID))
+				if err != nil {
+					return err
+				}
+				return tx.Put(auditHeadKey(w.tenant.ID), bytes.Replace(v, []byte(`"seq":13`), []byte(`"seq":11`), 1), 0)
+			})
+		}, FaultMark, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := acWorld(t, 6)
+			if rep := acVerify(t, w.s, w.tenant.ID, AuditSince{}); !rep.OK || rep.HeadSeq != 13 {
+				t.Fatalf("before tampering: %+v", rep)
+			}
+			tc.tamper(t, w)
+			rep := acVerify(t, w.s, w.tenant.ID, AuditSince{})
+			if rep.OK || len(rep.Faults) == 0 {
+				t.Fatalf("tampering not reported: %+v", rep)
+			}
+			if f := rep.Faults[0]; f.Kind != tc.kind || f.Seq != tc.seq {
+				t.Errorf("first fault %+v, want %s at %d; all: %s", f, tc.kind, tc.seq, acFaults(rep))
+			}
+			raw, _ := json.Marshal(rep)
+			for _, leak := range []string{"proxy-", "someone-else", "api.example.com", auText, "aa-text"} {
+				if bytes.Contains(raw, []byte(leak)) {
+					t.Errorf("the report names %q: %s", leak, raw)
+				}
+			}
+		})
+	}
+}
+
+func joinErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Concurrent writers (reads recorded in group-committed batches, and
+// writes recording in their own transactions) never fork the chain: the
+// sequence numbers are 1 to n, each once, and the chain verifies.
+func TestAuditChainConcurrentWritersDoNotFork(t *testing.T) {
+	w := newAUWorld(t)
+	acConcurrent(t, []*Store{w.s}, w)
+}
+
+// Two nodes on one database do not fork a tenant's chain either.
+func TestAuditChainTwoNodesDoNotFork(t *testing.T) {
+	nodes := clusterNodes(t, 2, newFakeClock())
+	w := newTWWorldOn(t, nodes[0], newFakeClock(), t.TempDir(), nil)
+	aw := &auWorld{twWorld: w}
+	aw.text = w.mustCreate("admin", TokenInput{ID: "aa-text", Type: "token", Data: twSecret(auText)}).ID
+	acConcurrent(t, nodes, aw)
+}
+
+func acConcurrent(t *testing.T, stores []*Store, w *auWorld) {
+	t.Helper()
+	const writers, each = 8, 12
+	var wg sync.WaitGroup
+	errs := make(chan error, writers*each)
+	for i := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := stores[i%len(stores)]
+			req := w.req("admin")
+			for j := range each {
+				var err error
+				if j%3 == 0 {
+					_, err = s.CreateToken(w.ctx, req, TokenInput{Type: "token", Data: twSecret(fmt.Sprintf("v-%d-%d", i, j))})
+				} else {
+					_, _, err = s.Detokenize(w.ctx, req, DetokenizeOptions{Permission: "token:use", Limit: 10, Audit: auRecord(fmt.Sprintf("p-%d-%d", i, j))}, twDecode(t, `"{{ aa-text }}"`))
+				}
+				if err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("a writer failed: %v", err)
+	}
+	all := auAll(t, stores[0], w.tenant.ID)
+	rep := acVerify(t, stores[len(stores)-1], w.tenant.ID, AuditSince{})
+	if !rep.OK || rep.Verified != uint64(len(all)) || rep.HeadSeq != uint64(len(all)) {
+		t.Fatalf("after %d concurrent writes: %d records, report %+v %s", writers*each, len(all), rep, acFaults(rep))
+	}
+	if n := len(kvKeys(t, stores[0], string(auditSeqPrefix(w.tenant.ID)))); n != len(all) {
+		t.Errorf("%d chain index entries for %d records", n, len(all))
+	}
+}
+
+// The sweep removes records past the tenant's log retention in sequence
+// order and leaves a checkpoint from which the rest verifies; records
+// missing before it are remembered in the checkpoint and still reported.
+func TestAuditChainPurgeLeavesCheckpoint(t *testing.T) {
+	w := acWorld(t, 4) // records 1 to 11
+	auSetLogRetention(t, w.s, w.tenant.ID, 3600)
+	acAdvance(w.clock, 2*time.Hour)
+	for i := range 3 { // records 12 to 14
+		if _, err := w.detokenizeAudited(t, "admin", `"{{ aa-text }}"`, auRecord(fmt.Sprintf("late-%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.s.Sweep(w.ctx); err != nil {
+		t.Fatal(err)
+	}
+	rep := acVerify(t, w.s, w.tenant.ID, AuditSince{})
+	if !rep.OK || rep.CheckpointSeq != 11 || rep.Purged != 11 || rep.FirstSeq != 12 || rep.LastSeq != 14 || rep.HeadSeq != 14 {
+		t.Fatalf("after the purge: %+v %s", rep, acFaults(rep))
+	}
+	if n := len(w.all(t)); n != 3 {
+		t.Errorf("%d records left, want 3", n)
+	}
+	// a sweep with nothing due changes nothing
+	if err := w.s.Sweep(w.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if again := acVerify(t, w.s, w.tenant.ID, AuditSince{}); !again.OK || again.CheckpointSeq != 11 {
+		t.Errorf("second sweep: %+v", again)
+	}
+	// the chain goes on after the checkpoint
+	if _, err := w.detokenizeAudited(t, "admin", `"{{ aa-text }}"`, auRecord("after")); err != nil {
+		t.Fatal(err)
+	}
+	// a record deleted by hand before its time is found by the purge,
+	// which keeps the fault once the evidence is gone
+	slot := acSlot(t, w.s, w.tenant.ID, 13)
+	acRaw(t, w.s, func(tx Writer) error { return tx.Delete(auditKey(w.tenant.ID, slot)) })
+	if rep := acVerify(t, w.s, w.tenant.ID, AuditSince{}); rep.OK || rep.Faults[0].Kind != FaultGap || rep.Faults[0].Seq != 13 {
+		t.Fatalf("deleted record 13: %+v", rep)
+	}
+	acAdvance(w.clock, 2*time.Hour)
+	if err := w.s.Sweep(w.ctx); err != nil {
+		t.Fatal(err)
+	}
+	rep = acVerify(t, w.s, w.tenant.ID, AuditSince{})
+	if rep.OK || rep.CheckpointSeq != 15 || rep.FaultCount != 1 || rep.Faults[0].Kind != FaultGap || rep.Faults[0].Seq != 13 ||
+		!strings.Contains(rep.Faults[0].Detail, "purge") {
+		t.Fatalf("after purging past the deleted record: %+v %s", rep, acFaults(rep))
+	}
+	// a checkpoint changed in the storage is reported
+	acRaw(t, w.s, func(tx Writer) error {
+		v, err := tx.Get(auditCheckpointKey(w.tenant.ID))
+		if err != nil {
+			return err
+		}
+		return tx.Put(auditCheckpointKey(w.tenant.ID), bytes.Replace(v, []byte(`"faults":1`), []byte(`"faults":0`), 1), 0)
+	})
+	if rep := acVerify(t, w.s, w.tenant.ID, AuditSince{}); rep.OK || rep.Faults[0].Kind != FaultMark {
+		t.Errorf("a changed checkpoint: %+v", rep)
+	}
+}
+
+// acExport points the store's export at a JSON logger writing to buf,
+// with the encoder Caddy's "format json" uses.
+func acExport(s *Store, buf *syncBuffer) {
+	enc := zapcore.NewJSONEncoder(zapcore.EncoderConfig{MessageKey: "msg", LevelKey: "level", TimeKey: "ts", NameKey: "logger",
+		EncodeLevel: zapcore.LowercaseLevelEncoder, EncodeTime: zapcore.EpochTimeEncoder, EncodeDuration: zapcore.SecondsDurationEncoder})
+	s.SetAuditExport(zap.New(zapcore.NewCore(enc, zapcore.AddSync(buf), zap.InfoLevel)).Named("vault.audit"))
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) lines() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return strings.Split(strings.TrimSpace(b.b.String()), "\n")
+}
+
+// Every committed audit record goes to the export logger as one JSON line
+// with its fields, sequence number and MAC, never data; the exported file
+// verifies with the key the store hands out, and each kind of tampering
+// with the file is reported.
+func TestAuditExportVerifies(t *testing.T) {
+	w := newAUWorld(t)
+	buf := &syncBuffer{}
+	acExport(w.s, buf)
+	for i := range 6 {
+		if _, err := w.detokenizeAudited(t, "admin", `"{{ zz-card | json: '$.number' }}"`, auRecord(fmt.Sprintf("exp-%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.mustCreate("admin", TokenInput{ID: "late-token", Type: "token", Data: twSecret("late")})
+	head := acVerify(t, w.s, w.tenant.ID, AuditSince{}).HeadSeq // 14: 7 before the export, 7 after
+	var lines []string
+	eventually(t, "the export has every record", func() bool {
+		lines = buf.lines()
+		return len(lines) == 7
+	})
+	for _, l := range lines {
+		for _, leak := range []string{twVisa, twCVC, auText, "4242"} {
+			if strings.Contains(l, leak) {
+				t.Errorf("an exported line holds %q: %s", leak, l)
+			}
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("line %q: %v", l, err)
+		}
+		for _, f := range []string{"id", "tenant_id", "entity_type", "operation", "created_at", "seq", "prev", "mac"} {
+			if _, ok := m[f]; !ok {
+				t.Errorf("exported line without %s: %s", f, l)
+			}
+		}
+		if m["logger"] != "vault.audit" {
+			t.Errorf("logger %v", m["logger"])
+		}
+	}
+	key, err := w.s.AuditChainKey(w.ctx, w.tenant.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := AuditFileKeys{w.tenant.ID: key}
+	heads := AuditFileHeads{w.tenant.ID: head}
+	verify := func(lines []string, heads AuditFileHeads) *AuditChainReport {
+		t.Helper()
+		file := "{\"level\":\"info\",\"logger\":\"http.log\",\"msg\":\"other\"}\n" + strings.Join(lines, "\n") + "\n"
+		reps, err := VerifyAuditFile(strings.NewReader(file), keys, heads)
+		if err != nil || len(reps) != 1 {
+			t.Fatalf("VerifyAuditFile: %v, %d reports", err, len(reps))
+		}
+		return reps[0]
+	}
+	if rep := verify(lines, heads); !rep.OK || rep.FirstSeq != 8 || rep.LastSeq != 14 || rep.Verified != 7 {
+		t.Fatalf("the exported file: %+v %s", rep, acFaults(rep))
+	}
+	changed := slices.Clone(lines)
+	changed[2] = strings.Replace(changed[2], "exp-2", "exp-9", 1)
+	swapped := slices.Clone(lines)
+	swapped[3], swapped[4] = swapped[4], swapped[3]
+	for _, tc := range []struct {
+		name  string
+		lines []string
+		kind  string
+		seq   uint64
+	}{
+		{"a line deleted", slices.Delete(slices.Clone(lines), 3, 4), FaultGap, 11},
+		{"a line changed", changed, FaultModified, 10},
+		{"two lines swapped", swapped, FaultGap, 11},
+		{"the end cut off", lines[:5], FaultTruncated, 13},
+	} {
+		rep := verify(tc.lines, heads)
+		if rep.OK || rep.Faults[0].Kind != tc.kind || rep.Faults[0].Seq != tc.seq {
+			t.Errorf("%s: %+v %s", tc.name, rep, acFaults(rep))
+		}
+		if tc.name == "two lines swapped" && !slices.ContainsFunc(rep.Faults, func(f AuditChainFault) bool { return f.Kind == FaultReordered && f.Seq == 11 }) {
+			t.Errorf("two lines swapped: no reordering reported: %s", acFaults(rep))
+		}
+	}
+	// the wrong key reports every line as modified
+	other := hex.EncodeToString(bytes.Repeat([]byte{1}, 32))
+	reps, err := VerifyAuditFile(strings.NewReader(strings.Join(lines, "\n")), AuditFileKeys{w.tenant.ID: other}, nil)
+	if err != nil || reps[0].OK || reps[0].FaultCount != 7 {
+		t.Errorf("wrong key: %v %+v", err, reps)
+	}
+	if _, err := VerifyAuditFile(strings.NewReader(strings.Join(lines, "\n")), AuditFileKeys{}, nil); err == nil {
+		t.Error("a file of a tenant without a key verified")
+	}
+}
+
+// Every field of an audit record reaches the export line.
+func TestAuditExportHasEveryField(t *testing.T) {
+	ts := Timestamp{time.Date(2026, 11, 23, 1, 2, 3, 456789000, time.UTC)}
+	rec := &ChainedAuditRecord{AuditRecord: AuditRecord{ID: "i", TenantID: "t", ActorID: "a", ActorType: "at", EntityType: "et", EntityID: "e",
+		Operation: "o", Message: "m", CreatedAt: &ts, TokenIDs: []string{"x", "y"}, Destination: "d"}, Seq: 3, Prev: "p", MAC: "q"}
+	var all map[string]any
+	full, _ := json.Marshal(rec)
+	if err := json.Unmarshal(full, &all); err != nil {
+		t.Fatal(err)
+	}
+	enc := zapcore.NewMapObjectEncoder()
+	for _, f := range auditFields(rec) {
+		f.AddTo(enc)
+	}
+	for name := range all {
+		if _, ok := enc.Fields[name]; !ok {
+			t.Errorf("the export leaves out %s", name)
+		}
+	}
+	if len(enc.Fields) != len(all) {
+		t.Errorf("export fields %v, record fields %v", enc.Fields, all)
+	}
+}

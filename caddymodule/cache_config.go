@@ -1,12 +1,5 @@
 package caddymodule
 
-import (
-	"strconv"
-
-	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
-	"github.com/dustin/go-humanize"
-)
-
 // CacheConfig bounds the store's in-memory caches; zero fields keep the
 // defaults. Every cache is bounded, whatever the size of the store: the
 // records by entries, the block cache by the table pages it keeps
@@ -46,49 +39,4 @@ func (c *CacheConfig) blockCache() int64 {
 		return 0
 	}
 	return c.BlockCache
-}
-
-// unmarshalCache reads the cache block:
-//
-//	cache {
-//	    records     <n>
-//	    block_cache <size, e.g. 256MiB>
-//	}
-//
-// index_cache <size> is still read, and ignored with a warning.
-func (a *App) unmarshalCache(d *caddyfile.Dispenser) error {
-	if d.NextArg() {
-		return d.ArgErr()
-	}
-	if a.Cache == nil {
-		a.Cache = new(CacheConfig)
-	}
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		option := d.Val()
-		var value string
-		if !d.Args(&value) || d.NextArg() {
-			return d.ArgErr()
-		}
-		switch option {
-		case "records":
-			n, err := strconv.Atoi(value)
-			if err != nil || n < 1 {
-				return d.Errf("cache records: want a positive number of entries, got %q", value)
-			}
-			a.Cache.Records = n
-		case "block_cache", "index_cache":
-			n, err := humanize.ParseBytes(value)
-			if err != nil || n == 0 || n > 1<<40 {
-				return d.Errf("cache %s: want a size such as 64MiB, got %q", option, value)
-			}
-			if option == "block_cache" {
-				a.Cache.BlockCache = int64(n)
-			} else {
-				a.Cache.IndexCache = int64(n)
-			}
-		default:
-			return d.Errf("unrecognized cache option %q", option)
-		}
-	}
-	return nil
 }

@@ -7,7 +7,6 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
-	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/google/uuid"
 	"go.uber.org/zap"
@@ -17,8 +16,6 @@ import (
 
 func init() {
 	caddy.RegisterModule(ProxyHandler{})
-	httpcaddyfile.RegisterHandlerDirective("vault_proxy", parseVaultProxy)
-	httpcaddyfile.RegisterDirectiveOrder("vault_proxy", httpcaddyfile.Before, "file_server")
 }
 
 // ProxyHandler serves one proxy at the root of a whitelabel host
@@ -129,42 +126,6 @@ func (h *ProxyHandler) hostProxyKey(r *http.Request) (string, error) {
 		return "", err
 	}
 	return p.Key, nil
-}
-
-// parseVaultProxy sets up the vault_proxy handler.
-func parseVaultProxy(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
-	p := new(ProxyHandler)
-	err := p.UnmarshalCaddyfile(h.Dispenser)
-	return p, err
-}
-
-// UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
-//
-//	vault_proxy [<proxy key placeholder>] {
-//	    rate_limits off | { <rule> off | <rule> <limit> <period> [block <duration>] }
-//	}
-func (h *ProxyHandler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	d.Next() // directive name
-	if d.NextArg() {
-		h.ProxyKey = d.Val()
-	}
-	if d.NextArg() {
-		return d.ArgErr()
-	}
-	for d.NextBlock(0) {
-		if d.Val() != "rate_limits" {
-			return d.Errf("unrecognized vault_proxy option %q", d.Val())
-		}
-		cfg, err := unmarshalRateLimits(d)
-		if err != nil {
-			return err
-		}
-		h.RateLimits = cfg
-	}
-	if err := h.Validate(); err != nil {
-		return d.Err(err.Error()) // at adapt time, so the key never reaches the JSON
-	}
-	return nil
 }
 
 // Interface guards

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/tokenvault/tokenvault/ratelimit"
@@ -158,57 +157,4 @@ func clientIP(r *http.Request) string {
 		return netip.PrefixFrom(addr, 64).Masked().String()
 	}
 	return addr.String()
-}
-
-// unmarshalRateLimits reads a handler's rate_limits option:
-//
-//	rate_limits off
-//	rate_limits {
-//	    <rule> off
-//	    <rule> <limit> <period> [block <duration>]
-//	}
-func unmarshalRateLimits(d *caddyfile.Dispenser) (*RateLimits, error) {
-	cfg := &RateLimits{}
-	if d.NextArg() {
-		if d.Val() != "off" || d.NextArg() {
-			return nil, d.Err("rate_limits takes 'off' or a block of rules")
-		}
-		cfg.Off = true
-		return cfg, nil
-	}
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		name := d.Val()
-		args := d.RemainingArgs()
-		var rule RateLimitRule
-		switch {
-		case len(args) == 1 && args[0] == "off":
-			rule.Off = true
-		case len(args) == 2 || (len(args) == 4 && args[2] == "block"):
-			if _, err := fmt.Sscan(args[0], &rule.Limit); err != nil {
-				return nil, d.Errf("rate_limits %s: limit %q is not a number", name, args[0])
-			}
-			per, err := caddy.ParseDuration(args[1])
-			if err != nil {
-				return nil, d.Errf("rate_limits %s: %v", name, err)
-			}
-			rule.Per = caddy.Duration(per)
-			if len(args) == 4 {
-				block, err := caddy.ParseDuration(args[3])
-				if err != nil {
-					return nil, d.Errf("rate_limits %s: %v", name, err)
-				}
-				rule.Block = caddy.Duration(block)
-			}
-		default:
-			return nil, d.Errf("rate_limits %s: want 'off' or '<limit> <period> [block <duration>]'", name)
-		}
-		if cfg.Rules == nil {
-			cfg.Rules = map[string]RateLimitRule{}
-		}
-		cfg.Rules[name] = rule
-	}
-	if _, err := cfg.rules(); err != nil {
-		return nil, d.Err(err.Error())
-	}
-	return cfg, nil
 }

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
@@ -178,49 +177,4 @@ func boolGauge(b bool) float64 {
 		return 1
 	}
 	return 0
-}
-
-// unmarshalRateLimitRedis reads the rate_limit_redis option of the vault
-// block:
-//
-//	rate_limit_redis <url>
-//	rate_limit_redis [<url>] {
-//	    url        <url>
-//	    key_prefix <prefix>
-//	    timeout    <duration>
-//	}
-func (a *App) unmarshalRateLimitRedis(d *caddyfile.Dispenser) error {
-	c := new(RateLimitRedis)
-	if d.NextArg() {
-		c.URL = d.Val()
-		if d.NextArg() {
-			return d.ArgErr()
-		}
-	}
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		option := d.Val()
-		var value string
-		if !d.Args(&value) || d.NextArg() {
-			return d.ArgErr()
-		}
-		switch option {
-		case "url":
-			c.URL = value
-		case "key_prefix":
-			c.KeyPrefix = value
-		case "timeout":
-			t, err := caddy.ParseDuration(value)
-			if err != nil {
-				return d.Errf("rate_limit_redis timeout: %v", err)
-			}
-			c.Timeout = caddy.Duration(t)
-		default:
-			return d.Errf("unrecognized rate_limit_redis option %q", option)
-		}
-	}
-	if err := c.validate(); err != nil {
-		return d.Err(err.Error())
-	}
-	a.RateLimitRedis = c
-	return nil
 }

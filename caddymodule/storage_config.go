@@ -4,12 +4,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"strconv"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
-
 	"github.com/tokenvault/tokenvault/vaultstore/kv/postgres"
 )
 
@@ -62,50 +59,4 @@ func (c *PostgresConfig) options() (*postgres.Options, string, error) {
 		MaxConns:         int32(c.MaxConns),
 		StatementTimeout: time.Duration(c.StatementTimeout),
 	}, "postgres:" + hex.EncodeToString(sum[:]), nil
-}
-
-// unmarshalPostgres reads the postgres block:
-//
-//	postgres {
-//	    connection_string {env.TOKENVAULT_POSTGRES_URL}
-//	    table             <name>
-//	    max_conns         <n>
-//	    statement_timeout <duration>
-//	}
-func (a *App) unmarshalPostgres(d *caddyfile.Dispenser) error {
-	if d.NextArg() {
-		return d.ArgErr()
-	}
-	a.Postgres = &PostgresConfig{}
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		option := d.Val()
-		var value string
-		if !d.Args(&value) || d.NextArg() {
-			return d.ArgErr()
-		}
-		switch option {
-		case "connection_string":
-			a.Postgres.ConnectionString = value
-		case "table":
-			a.Postgres.Table = value
-		case "max_conns":
-			n, err := strconv.Atoi(value)
-			if err != nil || n < 1 {
-				return d.Errf("max_conns: %q is not a positive number", value)
-			}
-			a.Postgres.MaxConns = n
-		case "statement_timeout":
-			dur, err := caddy.ParseDuration(value)
-			if err != nil {
-				return d.Errf("statement_timeout: %v", err)
-			}
-			a.Postgres.StatementTimeout = caddy.Duration(dur)
-		default:
-			return d.Errf("unrecognized postgres option %q", option)
-		}
-	}
-	if err := a.Postgres.validate(); err != nil {
-		return d.Err(err.Error()) // at adapt time, so a literal never reaches the JSON
-	}
-	return nil
 }

@@ -71,17 +71,6 @@ func (p *TLSPermission) CertificateAllowed(ctx context.Context, name string) err
 	return nil
 }
 
-// UnmarshalCaddyfile sets up the permission from Caddyfile tokens. Syntax:
-//
-//	permission vault
-func (p *TLSPermission) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	d.Next() // module name
-	if d.NextArg() {
-		return d.ArgErr()
-	}
-	return nil
-}
-
 // Interface guards
 var (
 	_ caddy.Provisioner           = (*TLSPermission)(nil)

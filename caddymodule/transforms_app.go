@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
-	"github.com/dustin/go-humanize"
 	"go.uber.org/zap"
 
 	"github.com/tokenvault/tokenvault/transforms"
@@ -189,70 +187,4 @@ func transformProblem(what string, err error) error {
 		status = http.StatusBadRequest
 	}
 	return &apiError{status: status, detail: msg, fields: te.Errors, cause: err}
-}
-
-// unmarshalTransforms reads the vault app's transforms block:
-//
-//	transforms {
-//	    min_workers   <n>
-//	    max_workers   <n>
-//	    max_workers_per_tenant <n>
-//	    timeout       <duration>
-//	    queue_timeout <duration>
-//	    memory_limit  <size, e.g. 256MiB>
-//	    modules_dir   <directory>
-//	    allow         <package>...
-//	}
-func (a *App) unmarshalTransforms(d *caddyfile.Dispenser) error {
-	if d.NextArg() {
-		return d.ArgErr()
-	}
-	cfg := &TransformsConfig{}
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		option := d.Val()
-		if option == "allow" {
-			if cfg.AllowModules = append(cfg.AllowModules, d.RemainingArgs()...); len(cfg.AllowModules) == 0 {
-				return d.ArgErr()
-			}
-			continue
-		}
-		var value string
-		if !d.Args(&value) || d.NextArg() {
-			return d.ArgErr()
-		}
-		var err error
-		switch option {
-		case "min_workers":
-			_, err = fmt.Sscan(value, &cfg.MinWorkers)
-		case "max_workers":
-			_, err = fmt.Sscan(value, &cfg.MaxWorkers)
-		case "max_workers_per_tenant":
-			if _, err = fmt.Sscan(value, &cfg.MaxWorkersPerTenant); err == nil && cfg.MaxWorkersPerTenant < 1 {
-				err = errors.New("must be at least 1")
-			}
-		case "timeout", "queue_timeout":
-			var dur time.Duration
-			if dur, err = caddy.ParseDuration(value); err == nil {
-				if option == "timeout" {
-					cfg.Timeout = caddy.Duration(dur)
-				} else {
-					cfg.QueueTimeout = caddy.Duration(dur)
-				}
-			}
-		case "memory_limit":
-			var n uint64
-			if n, err = humanize.ParseBytes(value); err == nil {
-				cfg.MemoryLimit = int64(n)
-			}
-		case "modules_dir":
-			cfg.ModulesDir = value
-		default:
-			return d.Errf("unrecognized transforms option %q", option)
-		}
-		if err != nil {
-			return d.Errf("transforms %s: %v", option, err)
-		}
-	}
-	a.Transforms = cfg
-	return nil
 }

@@ -288,6 +288,11 @@ func (h *API) apiRoutes() []route {
 		{http.MethodPost, "/tokenize", "token:create", tokenize},
 		{http.MethodGet, "/tenants/self/reports/usage", "report:read", usageReport},
 
+		{http.MethodPost, "/token-intents", "token-intent:create", createTokenIntent},
+		{http.MethodGet, "/token-intents/{id}", "token-intent:read", getTokenIntent},
+		{http.MethodDelete, "/token-intents/{id}", "token-intent:delete", deleteTokenIntent},
+		{http.MethodGet, "/enrichments/card-details", "", getCardDetails},
+
 		{http.MethodGet, "/logs", "log:read", listLogs},
 		{http.MethodGet, "/logs/entity-types", "log:read", listLogEntityTypes},
 
@@ -305,6 +310,14 @@ func (h *API) apiRoutes() []route {
 		{http.MethodPut, "/proxies/{id}", "proxy:update", updateProxy},
 		{http.MethodPatch, "/proxies/{id}", "proxy:update", patchProxy},
 		{http.MethodDelete, "/proxies/{id}", "proxy:delete", deleteProxy},
+
+		{http.MethodGet, "/webhooks/event-types", "webhooks:read", listWebhookEventTypes},
+		{http.MethodGet, "/webhooks/signing-key", "webhooks:read", getWebhookSigningKey},
+		{http.MethodPost, "/webhooks", "webhooks:create", createWebhook},
+		{http.MethodGet, "/webhooks", "webhooks:read", listWebhooks},
+		{http.MethodGet, "/webhooks/{id}", "webhooks:read", getWebhook},
+		{http.MethodPut, "/webhooks/{id}", "webhooks:update", updateWebhook},
+		{http.MethodDelete, "/webhooks/{id}", "webhooks:delete", deleteWebhook},
 	}
 }
 

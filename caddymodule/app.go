@@ -77,6 +77,12 @@ type App struct {
 	// default: tenant ids in a metrics system are a map of your customers.
 	MetricsPerTenant bool `json:"metrics_per_tenant,omitempty"`
 
+	// BINTable is a CSV file of the operator's BIN database (format:
+	// vaultstore.BINTable), read at each start: card details then carry
+	// its funding, issuer, issuer country, segment and product. Without
+	// one they are absent, never guessed.
+	BINTable string `json:"bin_table,omitempty"`
+
 	// Egress says which destinations proxies may reach. Default: https
 	// destinations whose addresses are public, checked at connect time.
 	Egress *EgressConfig `json:"egress,omitempty"`
@@ -92,6 +98,9 @@ type App struct {
 	// Redis; each node falls back to its own limits while Redis does not
 	// answer. Default: each node limits on its own.
 	RateLimitRedis *RateLimitRedis `json:"rate_limit_redis,omitempty"`
+
+	// Webhooks tunes webhook delivery (retries, timeout).
+	Webhooks *WebhooksConfig `json:"webhooks,omitempty"`
 
 	ctx      caddy.Context
 	dir      string // Storage, absolute
@@ -110,6 +119,8 @@ type App struct {
 
 	rateLimitRedis    *ratelimit.Redis // nil: not configured
 	rateLimitRedisKey string
+
+	stopWebhooks func() // stops this config's webhook delivery worker
 }
 
 // EgressConfig relaxes the default egress policy for on-premises
@@ -295,6 +306,9 @@ func (a *App) Validate() error {
 	if err := a.RateLimitRedis.validate(); err != nil {
 		return err
 	}
+	if err := a.Webhooks.validate(); err != nil {
+		return err
+	}
 	if err := a.Transforms.Validate(); err != nil {
 		return err
 	}
@@ -467,6 +481,10 @@ func (a *App) start() (*vaultstore.Store, error) {
 		return nil, err
 	}
 	defer clearAll(previous)
+	bins, err := a.loadBINTable()
+	if err != nil {
+		return nil, err
+	}
 	opts := vaultstore.Options{
 		Dir:                a.dir,
 		MasterKey:          key,
@@ -503,13 +521,30 @@ func (a *App) start() (*vaultstore.Store, error) {
 			a.logger.Warn("sync_writes changes take effect on restart", zap.Bool("in_effect", ps.syncWrites))
 		}
 	}
+	ps.SetBINTable(bins) // this config's table, or none: a reload changes it at once
 	if err := a.startTransforms(); err != nil { // after the store: a refused start fails before it forks
 		return nil, err
 	}
 	if err := registerMetrics(a.ctx.GetMetricsRegistry(), ps.Store, a.workers); err != nil {
 		return nil, fmt.Errorf("registering metrics: %w", err)
 	}
+	if err := a.startWebhooks(ps.Store); err != nil {
+		return nil, err
+	}
 	return ps.Store, nil
+}
+
+// loadBINTable reads the BIN table file, if one is configured.
+func (a *App) loadBINTable() (*vaultstore.BINTable, error) {
+	if a.BINTable == "" {
+		return nil, nil
+	}
+	t, err := vaultstore.LoadBINTable(a.BINTable)
+	if err != nil {
+		return nil, err
+	}
+	a.logger.Info("BIN table loaded", zap.String("file", a.BINTable), zap.Int("rows", t.Len()))
+	return t, nil
 }
 
 // Stop implements caddy.App. The store stays open until Cleanup, for the
@@ -517,6 +552,9 @@ func (a *App) start() (*vaultstore.Store, error) {
 func (a *App) Stop() error {
 	if a.stopped != nil && !isClosed(a.stopped) {
 		close(a.stopped)
+	}
+	if a.stopWebhooks != nil {
+		a.stopWebhooks()
 	}
 	return nil
 }

@@ -42,6 +42,7 @@ func parseGlobalVault(d *caddyfile.Dispenser, existing any) (any, error) {
 //	    storage         <directory>
 //	    master_key      <{env.NAME} or {file.PATH} placeholder>
 //	    master_key_file <path>
+//	    bin_table       <CSV file>
 //	    previous_master_keys <placeholder>...
 //	    sync_writes     on|off
 //	    metrics_per_tenant on|off
@@ -59,6 +60,12 @@ func parseGlobalVault(d *caddyfile.Dispenser, existing any) (any, error) {
 //	    egress {
 //	        allow_http
 //	        allow_network <cidr>...
+//	    }
+//	    webhooks {
+//	        retry_base <duration>
+//	        retry_max  <duration>
+//	        retry_for  <duration>
+//	        timeout    <duration>
 //	    }
 //	    cache {
 //	        records     <n>
@@ -86,6 +93,11 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		switch option {
 		case "egress":
 			if err := a.unmarshalEgress(d); err != nil {
+				return err
+			}
+			continue
+		case "webhooks":
+			if err := a.unmarshalWebhooks(d); err != nil {
 				return err
 			}
 			continue
@@ -127,6 +139,8 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		switch option {
 		case "storage":
 			a.Storage = value
+		case "bin_table":
+			a.BINTable = value
 		case "master_key":
 			if !isPlaceholder(value) {
 				return d.Err(errMasterKeyLiteral.Error()) // at adapt time, so the key never reaches the JSON
@@ -150,6 +164,27 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			a.SyncWrites = &on
 		default:
 			return d.Errf("unrecognized vault option %q", option)
+		}
+	}
+	return nil
+}
+
+// unmarshalWebhooks reads the webhooks block.
+func (a *App) unmarshalWebhooks(d *caddyfile.Dispenser) error {
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	if a.Webhooks == nil {
+		a.Webhooks = new(WebhooksConfig)
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		option := d.Val()
+		var value string
+		if !d.Args(&value) || d.NextArg() {
+			return d.ArgErr()
+		}
+		if err := a.Webhooks.set(option, value); err != nil {
+			return d.Err(err.Error())
 		}
 	}
 	return nil

@@ -128,6 +128,7 @@ var logEntityTypes = []entityType{
 	{"Reactor", "reactor"},
 	{"Tenant", "tenant"},
 	{"Token", "token"},
+	{"Token Intent", "token-intent"},
 }
 
 // entityTypeValues lists the values of logEntityTypes: "application, key, ...".

@@ -507,6 +507,24 @@ func TestOpenAPITraffic(t *testing.T) {
 		http.StatusBadRequest, "detokenize unknown token")
 	want(e.do(tvRoleGeneral, http.MethodPost, "/detokenize", map[string]any{"pan": "{{ " + cardID + " }}"}), http.StatusForbidden, "detokenize without a rule")
 
+	// token intents and card details
+	e.keys["intents"] = tvStr(want(e.do(mgmt, http.MethodPost, "/applications", map[string]any{"name": "intents", "type": "private",
+		"permissions": []string{"token:create", "token-intent:create", "token-intent:read", "token-intent:delete"}}), http.StatusCreated, "intents application").body, "key")
+	ti := want(e.do("intents", http.MethodPost, "/token-intents", tvCardBody()), http.StatusCreated, "create token intent")
+	want(e.do("intents", http.MethodPost, "/token-intents", map[string]any{"type": "card"}), http.StatusBadRequest, "token intent without data")
+	want(e.do(mask, http.MethodPost, "/token-intents", tvCardBody()), http.StatusForbidden, "token intent without token-intent:create")
+	want(e.do("intents", http.MethodGet, "/token-intents/"+tvStr(ti.body, "id"), nil), http.StatusOK, "get token intent")
+	want(e.do(mask, http.MethodGet, "/token-intents/"+tvStr(ti.body, "id"), nil), http.StatusForbidden, "get token intent without token-intent:read")
+	want(e.do("intents", http.MethodPost, "/tokens", map[string]any{"token_intent_id": tvStr(ti.body, "id")}), http.StatusCreated, "token from intent")
+	want(e.do("intents", http.MethodPost, "/tokens", map[string]any{"token_intent_id": tvStr(ti.body, "id")}), http.StatusBadRequest, "used token intent")
+	want(e.do("intents", http.MethodGet, "/token-intents/"+tvStr(ti.body, "id"), nil), http.StatusNotFound, "used token intent read")
+	ti = want(e.do("intents", http.MethodPost, "/token-intents", tvBankBody()), http.StatusCreated, "create bank token intent")
+	want(e.do("intents", http.MethodDelete, "/token-intents/"+tvStr(ti.body, "id"), nil), http.StatusNoContent, "delete token intent")
+	want(e.do("intents", http.MethodDelete, "/token-intents/"+tvStr(ti.body, "id"), nil), http.StatusNotFound, "delete token intent again")
+	want(e.do(mask, http.MethodDelete, "/token-intents/"+tvStr(ti.body, "id"), nil), http.StatusForbidden, "delete token intent without token-intent:delete")
+	want(e.do(mask, http.MethodGet, "/enrichments/card-details?bin=42424242", nil), http.StatusOK, "card details")
+	want(e.do(mask, http.MethodGet, "/enrichments/card-details?bin=4242", nil), http.StatusBadRequest, "card details of a short bin")
+
 	// usage and logs
 	want(e.do(mgmt, http.MethodGet, "/tenants/self/reports/usage", nil), http.StatusOK, "usage")
 	l := want(e.do(mgmt, http.MethodGet, "/logs?size=3", nil), http.StatusOK, "logs")
@@ -606,6 +624,23 @@ func TestOpenAPITraffic(t *testing.T) {
 	}
 	gone := want(e.do(mgmt, http.MethodPost, "/proxies", map[string]any{"name": "gone", "destination_url": "http://127.0.0.1:1"}), http.StatusCreated, "proxy to a closed port")
 	want(e.do(user, http.MethodPost, "/proxy", `{}`, "SVC-PROXY-KEY", tvStr(gone.body, "key")), http.StatusBadGateway, "destination unreachable")
+
+	// webhooks
+	want(e.do(mgmt, http.MethodGet, "/webhooks/event-types", nil), http.StatusOK, "webhook event types")
+	want(e.do(mgmt, http.MethodGet, "/webhooks/signing-key", nil), http.StatusOK, "webhook signing key")
+	hook := want(e.do(mgmt, http.MethodPost, "/webhooks", map[string]any{"name": "h", "url": "http://127.0.0.1:1/hook", "events": []string{"token.created"}}),
+		http.StatusCreated, "create webhook")
+	hookID := tvStr(hook.body, "id")
+	want(e.do(mgmt, http.MethodPost, "/webhooks", map[string]any{"name": "h", "url": "https://169.254.169.254/latest", "events": []string{"token.created"}}),
+		http.StatusBadRequest, "webhook to the metadata address")
+	want(e.do(reveal, http.MethodPost, "/webhooks", map[string]any{"name": "h", "url": "http://127.0.0.1:1/hook", "events": []string{"token.created"}}),
+		http.StatusForbidden, "webhook without webhooks:create")
+	want(e.do(mgmt, http.MethodGet, "/webhooks", nil), http.StatusOK, "list webhooks")
+	want(e.do(mgmt, http.MethodGet, "/webhooks/"+hookID, nil), http.StatusOK, "get webhook")
+	want(e.do(mgmt, http.MethodPut, "/webhooks/"+hookID, map[string]any{"name": "h2", "url": "http://127.0.0.1:1/hook", "events": []string{"token.deleted"}}),
+		http.StatusOK, "update webhook")
+	want(e.do(mgmt, http.MethodDelete, "/webhooks/"+hookID, nil), http.StatusNoContent, "delete webhook")
+	want(e.do(mgmt, http.MethodGet, "/webhooks/"+hookID, nil), http.StatusNotFound, "get deleted webhook")
 
 	// the audit record cannot be written: nothing is done or returned
 	faults.on.Store(true)

@@ -83,7 +83,7 @@ const (
 //	test-tenant             test tenant, any resource, per IP and API key      50 / 10 s  throttle
 //	api-tokens-search       API, POST /tokens/search, per IP                    50 / 10 s  throttle
 //	api-tokens-list         API, GET /tokens, per IP                           100 / 10 s  throttle
-//	api-tokens-create       API, POST /tokens or /tokenize, per IP             200 / 10 s  throttle
+//	api-tokens-create       API, POST /tokens, /tokenize or /token-intents, per IP  200 / 10 s  throttle
 //	api-account-updater     API, any /account-updater/*, per IP                 10 / 10 s  throttle
 //	private-application     private application, per API key, else IP        2000 / 10 s  throttle
 //	public-application      public application, per IP and API key             50 / 1 min block 10 s
@@ -149,7 +149,7 @@ func isTokensList(r *Request) bool {
 
 func isTokensCreate(r *Request) bool {
 	p, ok := apiPath(r)
-	return ok && r.Method == "POST" && (p == "/tokens" || p == "/tokenize")
+	return ok && r.Method == "POST" && (p == "/tokens" || p == "/tokenize" || p == "/token-intents")
 }
 
 func isAccountUpdater(r *Request) bool {

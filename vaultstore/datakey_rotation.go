@@ -55,6 +55,9 @@ func sealedPrefixes(tenantID string) []struct {
 		{[]byte(t + "reactor/"), "reactor"},
 		{[]byte(t + "idem/"), "idempotency"},
 		{[]byte(t + "log/"), "audit"},
+		{[]byte(t + "ckey/"), "clientkey"},
+		{[]byte(t + "doc/"), "document"},
+		{[]byte(t + "docc/"), "docchunk"},
 		{[]byte(t + "intent/"), tokenIntentKind},
 		{[]byte(t + "wh/"), webhookKind},
 		{webhookQueueTenantPrefix(tenantID), webhookEventKind},
@@ -217,9 +220,12 @@ func (s *Store) resealPass(ctx context.Context, tenantID string, progress *Resea
 				if err != nil {
 					return err
 				}
-				scanned := 0
+				scanned, batch := 0, resealBatch
+				if p.kind == "docchunk" {
+					batch = documentBatchChunks // a chunk is 64 KiB: a transaction holds a megabyte
+				}
 				return r.Scan(p.prefix, after, func(key, sealed []byte) error {
-					if scanned == 4*resealBatch || len(stale) == resealBatch {
+					if scanned == 4*resealBatch || len(stale) == batch {
 						return ErrStopScan
 					}
 					scanned++

@@ -29,6 +29,7 @@ var permissionsByType = map[string][]string{
 	AppPrivate: {
 		"token:create", "token:read", "token:update", "token:delete", "token:use", "token:search",
 		"reactor:invoke",
+		"documents:create", "documents:read", "documents:reveal", "documents:delete",
 		"token-intent:create", "token-intent:read", "token-intent:delete",
 	},
 	AppManagement: {
@@ -36,6 +37,7 @@ var permissionsByType = map[string][]string{
 		"application:create", "application:read", "application:update", "application:delete",
 		"proxy:create", "proxy:read", "proxy:update", "proxy:delete",
 		"reactor:create", "reactor:read", "reactor:update", "reactor:delete",
+		"keys:create", "keys:read", "keys:delete",
 		"webhooks:create", "webhooks:read", "webhooks:update", "webhooks:delete",
 	},
 }
@@ -70,6 +72,13 @@ var permissionDescriptions = map[string]string{
 	"reactor:read":       "Read reactors",
 	"reactor:update":     "Update reactors",
 	"reactor:delete":     "Delete reactors",
+	"keys:create":        "Create client encryption keys",
+	"keys:read":          "Read client encryption keys' metadata",
+	"keys:delete":        "Delete client encryption keys",
+	"documents:create":   "Upload documents",
+	"documents:read":     "Read documents' metadata",
+	"documents:reveal":   "Download documents' content",
+	"documents:delete":   "Delete documents",
 	"webhooks:create":    "Create webhooks",
 	"webhooks:read":      "Read webhooks, their event types and the webhook signing key",
 	"webhooks:update":    "Update webhooks",

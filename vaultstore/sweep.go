@@ -44,7 +44,7 @@ func (s *Store) backgroundWork(ctx context.Context) {
 	if !s.holdSweep(ctx) {
 		return
 	}
-	if err := errors.Join(s.purgeExpired(ctx, s.now()), s.resumeTenantDeletions(ctx), s.resumeReseals(ctx), s.purgeAuditChains(ctx, s.now())); err != nil && ctx.Err() == nil {
+	if err := errors.Join(s.purgeExpired(ctx, s.now()), s.resumeTenantDeletions(ctx), s.resumeReseals(ctx), s.sweepDocumentUploads(ctx, s.now()), s.purgeAuditChains(ctx, s.now())); err != nil && ctx.Err() == nil {
 		s.logger.Warn("sweep failed", zap.Error(err))
 	}
 }
@@ -65,12 +65,13 @@ func (s *Store) holdSweep(ctx context.Context) bool {
 }
 
 // Sweep purges tokens whose expiry has passed, with their index entries
-// and counts, destroys CVC keys whose retention has ended, and removes
-// audit records past their tenant's log retention. It runs
-// every minute; tests call it with their own clock.
+// and counts, destroys CVC keys whose retention has ended, removes
+// audit records past their tenant's log retention and the content of
+// abandoned document uploads. It runs every minute; tests call it with
+// their own clock.
 func (s *Store) Sweep(ctx context.Context) error {
 	now := s.now()
-	return errors.Join(s.purgeExpired(ctx, now), s.cvc.shred(ctx, now), s.purgeAuditChains(ctx, now))
+	return errors.Join(s.purgeExpired(ctx, now), s.cvc.shred(ctx, now), s.sweepDocumentUploads(ctx, now), s.purgeAuditChains(ctx, now))
 }
 
 func (s *Store) purgeExpired(ctx context.Context, now time.Time) error {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -113,13 +114,88 @@ func TestAuditChainVerifiesIntact(t *testing.T) {
 // Each kind of tampering done directly in the storage is reported, with
 // the sequence number of the first record concerned.
 func TestAuditChainTamperingIsReported(t *testing.T) {
+	for _, tc := range acTampers() {
+		t.Run(tc.name, func(t *testing.T) {
+			w := acWorld(t, 6)
+			if rep := acVerify(t, w.s, w.tenant.ID, AuditSince{}); !rep.OK || rep.HeadSeq != 13 {
+				t.Fatalf("before tampering: %+v", rep)
+			}
+			tc.tamper(t, w)
+			acCheckReport(t, acVerify(t, w.s, w.tenant.ID, AuditSince{}), tc.kind, tc.seq)
+		})
+	}
+}
+
+// The same tampering is reported offline, in a backup taken after it,
+// with the master key.
+func TestAuditChainBackupVerifies(t *testing.T) {
+	backup := func(tb testing.TB, w *auWorld) *BackupAudit {
+		tb.Helper()
+		var buf bytes.Buffer
+		if err := w.s.Backup(w.ctx, &buf, nil); err != nil {
+			tb.Fatal(err)
+		}
+		ba, err := VerifyBackupAudit(w.ctx, &buf, testMasterKey, w.tenant.ID, AuditSince{})
+		if err != nil || len(ba.Reports) != 1 {
+			tb.Fatalf("VerifyBackupAudit: %v", err)
+		}
+		return ba
+	}
+	w := acWorld(t, 6)
+	ba := backup(t, w)
+	key, head, err := w.s.AuditChainKey(w.ctx, w.tenant.ID)
+	if err != nil || !ba.Reports[0].OK || ba.Heads[w.tenant.ID] != 13 || head != 13 || ba.Keys[w.tenant.ID] != key {
+		t.Fatalf("an intact backup: %+v %s, heads %v; key from the store %v", ba.Reports[0], acFaults(ba.Reports[0]), ba.Heads, err)
+	}
+	var buf bytes.Buffer
+	if err := w.s.Backup(w.ctx, &buf, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := VerifyBackupAudit(w.ctx, bytes.NewReader(buf.Bytes()), bytes.Repeat([]byte{7}, MasterKeySize), "", AuditSince{}); !errors.Is(err, ErrBackupKeyMismatch) {
+		t.Errorf("another master key: %v", err)
+	}
+	if _, err := VerifyBackupAudit(w.ctx, bytes.NewReader(buf.Bytes()), testMasterKey, "no-such-tenant", AuditSince{}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("an unknown tenant: %v", err)
+	}
+	for _, tc := range acTampers() {
+		t.Run(tc.name, func(t *testing.T) {
+			w := acWorld(t, 6)
+			tc.tamper(t, w)
+			acCheckReport(t, backup(t, w).Reports[0], tc.kind, tc.seq)
+		})
+	}
+}
+
+// acCheckReport fails unless rep's first fault is kind at seq, and checks
+// that the report names no record's content.
+func acCheckReport(tb testing.TB, rep *AuditChainReport, kind string, seq uint64) {
+	tb.Helper()
+	if rep.OK || len(rep.Faults) == 0 {
+		tb.Fatalf("tampering not reported: %+v", rep)
+	}
+	if f := rep.Faults[0]; f.Kind != kind || f.Seq != seq {
+		tb.Errorf("first fault %+v, want %s at %d; all: %s", f, kind, seq, acFaults(rep))
+	}
+	raw, _ := json.Marshal(rep)
+	for _, leak := range []string{"proxy-", "someone-else", "api.example.com", auText, "aa-text"} {
+		if bytes.Contains(raw, []byte(leak)) {
+			tb.Errorf("the report names %q: %s", leak, raw)
+		}
+	}
+}
+
+type acTamper struct {
+	name   string
+	tamper func(tb testing.TB, w *auWorld) // the chain holds records 1 to 13
+	kind   string
+	seq    uint64
+}
+
+// acTampers are the kinds of tampering done directly in the storage, and
+// the first fault each must be reported as.
+func acTampers() []acTamper {
 	flip := func(b []byte) []byte { b = slices.Clone(b); b[len(b)-1] ^= 1; return b }
-	for _, tc := range []struct {
-		name   string
-		tamper func(tb testing.TB, w *auWorld) // the chain holds records 1 to 13
-		kind   string
-		seq    uint64
-	}{
+	return []acTamper{
 		{"a record deleted", func(tb testing.TB, w *auWorld) {
 			slot := acSlot(tb, w.s, w.tenant.ID, 9)
 			acRaw(tb, w.s, func(tx Writer) error { return tx.Delete(auditKey(w.tenant.ID, slot)) })
@@ -186,27 +262,6 @@ func TestAuditChainTamperingIsReported(t *testing.T) {
 				return tx.Put(auditHeadKey(w.tenant.ID), bytes.Replace(v, []byte(`"seq":13`), []byte(`"seq":11`), 1), 0)
 			})
 		}, FaultMark, 0},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			w := acWorld(t, 6)
-			if rep := acVerify(t, w.s, w.tenant.ID, AuditSince{}); !rep.OK || rep.HeadSeq != 13 {
-				t.Fatalf("before tampering: %+v", rep)
-			}
-			tc.tamper(t, w)
-			rep := acVerify(t, w.s, w.tenant.ID, AuditSince{})
-			if rep.OK || len(rep.Faults) == 0 {
-				t.Fatalf("tampering not reported: %+v", rep)
-			}
-			if f := rep.Faults[0]; f.Kind != tc.kind || f.Seq != tc.seq {
-				t.Errorf("first fault %+v, want %s at %d; all: %s", f, tc.kind, tc.seq, acFaults(rep))
-			}
-			raw, _ := json.Marshal(rep)
-			for _, leak := range []string{"proxy-", "someone-else", "api.example.com", auText, "aa-text"} {
-				if bytes.Contains(raw, []byte(leak)) {
-					t.Errorf("the report names %q: %s", leak, raw)
-				}
-			}
-		})
 	}
 }
 
@@ -401,16 +456,16 @@ func TestAuditExportVerifies(t *testing.T) {
 			t.Errorf("logger %v", m["logger"])
 		}
 	}
-	key, err := w.s.AuditChainKey(w.ctx, w.tenant.ID)
-	if err != nil {
-		t.Fatal(err)
+	key, keyHead, err := w.s.AuditChainKey(w.ctx, w.tenant.ID)
+	if err != nil || keyHead != head {
+		t.Fatalf("AuditChainKey: head %d, %v; want head %d", keyHead, err, head)
 	}
 	keys := AuditFileKeys{w.tenant.ID: key}
 	heads := AuditFileHeads{w.tenant.ID: head}
 	verify := func(lines []string, heads AuditFileHeads) *AuditChainReport {
 		t.Helper()
 		file := "{\"level\":\"info\",\"logger\":\"http.log\",\"msg\":\"other\"}\n" + strings.Join(lines, "\n") + "\n"
-		reps, err := VerifyAuditFile(strings.NewReader(file), keys, heads)
+		reps, err := VerifyAuditFile(strings.NewReader(file), keys, heads, "")
 		if err != nil || len(reps) != 1 {
 			t.Fatalf("VerifyAuditFile: %v, %d reports", err, len(reps))
 		}
@@ -444,12 +499,16 @@ func TestAuditExportVerifies(t *testing.T) {
 	}
 	// the wrong key reports every line as modified
 	other := hex.EncodeToString(bytes.Repeat([]byte{1}, 32))
-	reps, err := VerifyAuditFile(strings.NewReader(strings.Join(lines, "\n")), AuditFileKeys{w.tenant.ID: other}, nil)
+	reps, err := VerifyAuditFile(strings.NewReader(strings.Join(lines, "\n")), AuditFileKeys{w.tenant.ID: other}, nil, "")
 	if err != nil || reps[0].OK || reps[0].FaultCount != 7 {
 		t.Errorf("wrong key: %v %+v", err, reps)
 	}
-	if _, err := VerifyAuditFile(strings.NewReader(strings.Join(lines, "\n")), AuditFileKeys{}, nil); err == nil {
+	if _, err := VerifyAuditFile(strings.NewReader(strings.Join(lines, "\n")), AuditFileKeys{}, nil, ""); err == nil {
 		t.Error("a file of a tenant without a key verified")
+	}
+	// lines of other tenants are skipped when one is asked for
+	if reps, err := VerifyAuditFile(strings.NewReader(strings.Join(lines, "\n")), AuditFileKeys{"other": other}, nil, "other"); err != nil || len(reps) != 0 {
+		t.Errorf("only another tenant: %v %+v", err, reps)
 	}
 }
 

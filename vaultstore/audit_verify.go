@@ -148,19 +148,24 @@ func (s *Store) VerifyAuditChain(ctx context.Context, tenantID string, since Aud
 }
 
 // AuditChainKey returns the key that verifies the tenant's exported audit
-// records, hex-encoded. Whoever holds it can check an exported file, and
-// could also forge one: hand it only to operators (audit_admin.go).
-func (s *Store) AuditChainKey(ctx context.Context, tenantID string) (string, error) {
-	var key string
-	err := s.kv.View(ctx, func(r Reader) error {
+// records, hex-encoded, and the chain's last sequence number now (0 for
+// none). Whoever holds the key can check an exported file, and could also
+// forge one: it is handed to operators only (admin API).
+func (s *Store) AuditChainKey(ctx context.Context, tenantID string) (key string, head uint64, err error) {
+	err = s.kv.View(ctx, func(r Reader) error {
 		tk, err := s.tenantKeysFor(r, tenantID)
 		if err != nil {
 			return err
 		}
-		key = hex.EncodeToString(auditChainKey(tk))
+		k := auditChainKey(tk)
+		mark, _, err := readMark(r, k, "head", tenantID, auditHeadKey(tenantID))
+		if err != nil {
+			return err
+		}
+		key, head = hex.EncodeToString(k), mark.Seq
 		return nil
 	})
-	return key, err
+	return key, head, err
 }
 
 // unreadable is a record that did not open under its own slot.
@@ -348,8 +353,9 @@ type AuditFileHeads map[string]uint64
 // skipped. Each tenant's lines must follow each other in sequence; the
 // first line of a tenant may start anywhere (files rotate), the ones
 // after must not skip, repeat or go back. Tenants without a key in keys
-// are reported as errors. heads, when given, reveal a cut-off end.
-func VerifyAuditFile(r io.Reader, keys AuditFileKeys, heads AuditFileHeads) ([]*AuditChainReport, error) {
+// are reported as errors, unless only names one tenant: then the lines
+// of the others are skipped. heads, when given, reveal a cut-off end.
+func VerifyAuditFile(r io.Reader, keys AuditFileKeys, heads AuditFileHeads, only string) ([]*AuditChainReport, error) {
 	type chain struct {
 		rep  *AuditChainReport
 		key  []byte
@@ -373,7 +379,7 @@ func VerifyAuditFile(r io.Reader, keys AuditFileKeys, heads AuditFileHeads) ([]*
 			TenantID string  `json:"tenant_id"`
 			MAC      string  `json:"mac"`
 		}
-		if json.Unmarshal(b, &probe) != nil || probe.Seq == nil || probe.MAC == "" {
+		if json.Unmarshal(b, &probe) != nil || probe.Seq == nil || probe.MAC == "" || only != "" && probe.TenantID != only {
 			continue
 		}
 		c := chains[probe.TenantID]
@@ -425,6 +431,9 @@ func VerifyAuditFile(r io.Reader, keys AuditFileKeys, heads AuditFileHeads) ([]*
 		return nil, fmt.Errorf("reading the file: %w", err)
 	}
 	for tid, h := range heads {
+		if only != "" && tid != only {
+			continue
+		}
 		c := chains[tid]
 		if c == nil {
 			if h > 0 {

@@ -259,10 +259,17 @@ func (s *Store) drainWebhook(ctx context.Context, cfg *WebhookDeliveryConfig, re
 		case ev == nil:
 			return nil
 		}
-		now := time.Now()
-		if ev.NextAttempt > now.UnixNano() {
-			return nil
+		if wait := time.Until(time.Unix(0, ev.NextAttempt)); wait > 0 {
+			if wait > cfg.Poll { // the dispatcher comes back for it
+				return nil
+			}
+			select { // a short backoff: wait here rather than a poll
+			case <-ctx.Done():
+				return nil
+			case <-time.After(wait):
+			}
 		}
+		now := time.Now()
 		key, err := s.signingKeyOf(ctx, ref.tenantID)
 		if err != nil {
 			return err
@@ -304,7 +311,9 @@ func (s *Store) drainWebhook(ctx context.Context, cfg *WebhookDeliveryConfig, re
 		ev.Attempts++
 		ev.NextAttempt = now.Add(cfg.backoff(ev.Attempts)).UnixNano()
 		ev.LastError = deliveryReason(derr)
-		return s.finishWebhookEvent(ctx, ref, slot, d, derr, ev)
+		if err := s.finishWebhookEvent(ctx, ref, slot, d, derr, ev); err != nil {
+			return err
+		}
 	}
 	return nil
 }

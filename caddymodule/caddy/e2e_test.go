@@ -19,12 +19,14 @@ import (
 	"time"
 )
 
-// billingApp is the README's private application.
+// billingApp is a private application that may read tokens.
 var billingApp = map[string]any{"name": "billing", "type": "private", "permissions": []string{"token:read"}}
 
-// TestQuickStart follows the README: master_key_file, tenant from the CLI,
-// a private application, and everything still there after a restart.
-func TestQuickStart(t *testing.T) {
+// TestMasterKeyFileAndRestart: with master_key_file, the first start
+// writes a 0600 base64 key; a tenant made by the CLI and a private
+// application are still there, with the same key file, after a restart.
+// (TestREADMEQuickStart replays the README's own commands.)
+func TestMasterKeyFileAndRestart(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	opts := serverOpts{

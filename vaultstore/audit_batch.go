@@ -19,12 +19,14 @@ var errStoreClosed = errors.New("the store is closing")
 // auditBatcher writes the audit records of reads and detokenizations,
 // with the activity markers of the tokens they used, in shared
 // transactions: one goroutine takes every record waiting, writes them in
-// one transaction, waits for the sync that makes them durable (group
-// commit, as for every write), and only then answers each caller. While a
-// batch commits, the next one gathers, so a busy vault writes many
-// records per transaction and per sync instead of one.
+// one transaction, waits until it is committed as the audit tier says
+// (audit_durability.go: in the engine's log, where a crash of the process
+// cannot lose it, with a sync within a few milliseconds; or, strict,
+// synced with group commit as every write is), and only then answers
+// each caller. While a batch commits, the next one gathers, so a busy
+// vault writes many records per transaction and per sync instead of one.
 //
-// Nothing changes for the caller: its record is durable before it gets
+// Nothing changes for the caller: its record is committed before it gets
 // an answer, and if the batch fails every caller in it gets the error, so
 // no read returns data its record does not cover (fail closed).
 //

@@ -29,6 +29,11 @@ type Options struct {
 	// SyncWrites makes every committed write durable against power loss
 	// before it is acknowledged.
 	SyncWrites bool
+	// StrictAuditSync syncs the audit record of every read and proxied
+	// call before data leaves; by default it is committed to the engine's
+	// log by then and synced within a few milliseconds
+	// (audit_durability.go). Only with SyncWrites.
+	StrictAuditSync bool
 	// Logger receives the store's own log lines; nil discards them.
 	Logger *zap.Logger
 	// Now is the clock; nil means time.Now. Tests inject their own.
@@ -156,6 +161,7 @@ func Open(o Options) (*Store, error) {
 			return nil, err
 		}
 	}
+	s.withAuditDurability(o.StrictAuditSync)
 	s.wg.Add(3)
 	go s.sweepLoop()
 	go func() {

@@ -293,11 +293,6 @@ func (h *API) apiRoutes() []route {
 		{http.MethodDelete, "/token-intents/{id}", "token-intent:delete", deleteTokenIntent},
 		{http.MethodGet, "/enrichments/card-details", "", getCardDetails},
 
-		{http.MethodPost, "/token-intents", "token-intent:create", createTokenIntent},
-		{http.MethodGet, "/token-intents/{id}", "token-intent:read", getTokenIntent},
-		{http.MethodDelete, "/token-intents/{id}", "token-intent:delete", deleteTokenIntent},
-		{http.MethodGet, "/enrichments/card-details", "", getCardDetails},
-
 		{http.MethodGet, "/logs", "log:read", listLogs},
 		{http.MethodGet, "/logs/entity-types", "log:read", listLogEntityTypes},
 

@@ -521,7 +521,8 @@ func (a *App) start() (*vaultstore.Store, error) {
 			a.logger.Warn("sync_writes changes take effect on restart", zap.Bool("in_effect", ps.syncWrites))
 		}
 	}
-	ps.SetBINTable(bins) // this config's table, or none: a reload changes it at once
+	// this config's BIN table, or none: a reload changes it at once
+	ps.SetBINTable(bins)
 	if err := a.startTransforms(); err != nil { // after the store: a refused start fails before it forks
 		return nil, err
 	}

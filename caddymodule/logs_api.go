@@ -129,6 +129,7 @@ var logEntityTypes = []entityType{
 	{"Tenant", "tenant"},
 	{"Token", "token"},
 	{"Token Intent", "token-intent"},
+	{"Webhook", "webhook"},
 }
 
 // entityTypeValues lists the values of logEntityTypes: "application, key, ...".

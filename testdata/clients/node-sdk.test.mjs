@@ -28,7 +28,6 @@
 //   .ownerTransfer, .securityContact.*         portal users, invitations, merchants
 //   threeds.sessions.*                 3-D Secure
 //   tokenIntents.*                     token intents
-//   webhooks.*, webhooks.events.list   webhooks
 // (The test "methods the vault does not serve fail cleanly" checks that a few
 // of them reject with a BasisTheoryError of status 404 or 405, not a hang.)
 //
@@ -812,7 +811,6 @@ module.exports = async function (req) { throw new BadRequestError('amount is req
     test('methods the vault does not serve fail cleanly', async () => {
       const calls = {
         'roles.list': () => mgmt.roles.list(),
-        'webhooks.list': () => mgmt.webhooks.list(),
         'tokenIntents.create': () => s.reveal.tokenIntents.create({ type: 'card', data: { number: cardNumber } }),
         'sessions.create': () => s.pub.sessions.create(),
       };

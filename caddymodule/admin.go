@@ -38,6 +38,7 @@ func (a AdminAPI) Routes() []caddy.AdminRoute {
 		{Pattern: "/vault/health", Handler: adminProblems(a.handleHealth)},
 		{Pattern: "/vault/master-key", Handler: adminProblems(a.handleMasterKey)},
 		{Pattern: "/vault/backup", Handler: adminProblems(a.handleBackup)},
+		{Pattern: "/vault/audit/", Handler: adminProblems(a.handleAudit)},
 	}
 }
 
@@ -174,6 +175,7 @@ func (a AdminAPI) tenant(w http.ResponseWriter, r *http.Request, store *vaultsto
 		if err := store.DeleteTenant(r.Context(), id); err != nil {
 			return adminError(err)
 		}
+		store.ExportOperatorEvent("tenant", id, "delete", "tenant deleted")
 		w.WriteHeader(http.StatusNoContent)
 		return nil
 	}
@@ -238,6 +240,7 @@ func (a AdminAPI) handleMasterKey(w http.ResponseWriter, r *http.Request) error 
 	if err := store.RotateMasterKey(r.Context(), key); err != nil {
 		return adminError(err)
 	}
+	store.ExportOperatorEvent("master_key", "", "update", "master key rotated")
 	return writeJSON(w, http.StatusOK, map[string]string{
 		"status":    "rotated",
 		"next_step": "set master_key to " + in.MasterKey + " in the configuration before the next start or reload",

@@ -529,6 +529,9 @@ func (a *App) start() (*vaultstore.Store, error) {
 	if err := registerMetrics(a.ctx.GetMetricsRegistry(), ps.Store, a.workers); err != nil {
 		return nil, fmt.Errorf("registering metrics: %w", err)
 	}
+	if err := a.startAuditExport(ps.Store); err != nil {
+		return nil, fmt.Errorf("starting the audit export: %w", err)
+	}
 	if err := a.startWebhooks(ps.Store); err != nil {
 		return nil, err
 	}
@@ -566,6 +569,7 @@ func (a *App) Stop() error {
 // nil pointer.
 func (a *App) Cleanup() error {
 	untrackApp(a)
+	a.stopAuditExport()
 	var err error
 	if a.poolKey != "" {
 		_, err = stores.Delete(a.poolKey)

@@ -45,6 +45,7 @@ func (a AdminAPI) handleBackup(w http.ResponseWriter, r *http.Request) error {
 	err = app.Store().Backup(r.Context(), fw, func(b, n int64) { bytes, records = b, n })
 	if err == nil {
 		lastBackup.Store(time.Now().UnixMilli())
+		app.Store().ExportOperatorEvent("backup", "", "create", fmt.Sprintf("backup sent: %d records, %d bytes", records, bytes))
 		app.logger.Info("backup sent", zap.Int64("bytes", bytes), zap.Int64("records", records), zap.Duration("took", time.Since(start)))
 		return nil
 	}

@@ -26,7 +26,7 @@ import (
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "vault",
-		Usage: "tenant create|list|delete|quotas | rotate-master-key | rotate-data-key | hostname add|list|delete | backup --output FILE | restore --input FILE --storage DIR [--address <admin>] | version",
+		Usage: "tenant create|list|delete|quotas | rotate-master-key | rotate-data-key | hostname add|list|delete | backup --output FILE | restore --input FILE --storage DIR [--address <admin>] | audit verify|key | version",
 		Short: "Operates the token vault of a running Caddy",
 		Long: `
 Operates the token vault through the admin API of a running Caddy, so it
@@ -71,6 +71,12 @@ works while the vault holds its storage open.
       the same into the PostgreSQL database whose connection string is
       in the environment variable NAME; its table must hold no entries.
       Start the nodes on that database with the same master key.
+  caddy vault audit verify --tenant ID [--since SEQ|TIME]
+      verifies the tenant's tamper-evident audit chain; --backup FILE
+      with the master key verifies a backup offline, and --file PATH an
+      exported vault.audit log (see caddy vault audit verify --help).
+  caddy vault audit key --tenant ID
+      prints the key that verifies the tenant's exported audit lines.
   caddy vault version
       prints Tokenvault's version, the module version Go recorded in this
       binary (what caddy build-info shows), Caddy's version and Go's.
@@ -109,7 +115,7 @@ itself.`,
 				addAdminFlags(c)
 				tenant.AddCommand(c)
 			}
-			cmd.AddCommand(tenant, hostnameCommand(), rotateMasterKeyCommand(), rotateDataKeyCommand(), workerCommand(), backupCommand(), restoreCommand(), versionCommand())
+			cmd.AddCommand(tenant, hostnameCommand(), rotateMasterKeyCommand(), rotateDataKeyCommand(), workerCommand(), backupCommand(), restoreCommand(), versionCommand(), auditCommand())
 		},
 	})
 }

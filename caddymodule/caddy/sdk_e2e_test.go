@@ -24,6 +24,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -51,7 +52,7 @@ func TestNodeSDKs(t *testing.T) {
 		HeaderPrefix: "BT",
 		// basis-theory-js switches every API host but localhost to https.
 		SiteHosts:  []string{"localhost"},
-		VaultExtra: egressLoopback,
+		VaultExtra: egressLoopback + "\n\t\tbin_table " + filepath.Join(dir, "node-sdk-details-intents.bins.csv"),
 		RateLimits: false,
 	})
 	runSDKSuites(t, node, dir, dest, s, fmt.Sprintf("http://localhost:%d", s.apiPort))
@@ -147,6 +148,26 @@ func runSDKSuites(t *testing.T, node, dir string, dest *echoDestination, admin *
 			if detokenized == 0 {
 				t.Errorf("no request from the %s suite reached the destination with its card number detokenized (%d requests in all)", suite.name, len(reqs))
 			}
+		})
+	}
+
+	// every other suite (one file per topic) runs with tenants of its own
+	files, err := filepath.Glob(filepath.Join(dir, "*.test.mjs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range files {
+		file := filepath.Base(path)
+		if slices.ContainsFunc(sdkSuites, func(s struct{ name, file, card string }) bool { return s.file == file }) {
+			continue
+		}
+		t.Run(strings.TrimSuffix(file, ".test.mjs"), func(t *testing.T) {
+			runNodeSuite(t, node, dir, file, []string{
+				"TV_BASE_URL=" + baseURL,
+				"TV_MANAGEMENT_KEY=" + admin.createTenant("sdk "+file).Key,
+				"TV_DISPOSABLE_MANAGEMENT_KEY=" + admin.createTenant("sdk "+file+" disposable").Key,
+				"TV_DESTINATION_URL=" + dest.URL,
+			})
 		})
 	}
 

@@ -24,7 +24,6 @@
 //   retrieveInvitation, deleteInvitation, listMembers, deleteMember
 //                                    portal users and invitations
 //   threeds.*                        3-D Secure
-//   tokenIntents.*                   token intents
 //   applications.regenerateKey       retired: the vault answers 400 naming the
 //                                    replacement (checked below)
 //   reactorFormulas.*                retired: 400 naming the replacement (checked below)
@@ -197,7 +196,7 @@ describe('@basis-theory/basis-theory-js against Tokenvault', { concurrency: fals
 
     test('permissions.list', async () => {
       const pub = await s.mgmt.permissions.list({ applicationType: 'public' });
-      assert.deepEqual(pub.map((p) => p.type).sort(), ['token:create', 'token:update']);
+      assert.deepEqual(pub.map((p) => p.type).sort(), ['token-intent:create', 'token:create', 'token:update']);
       for (const p of pub) {
         assert.deepEqual(p.applicationTypes.includes('public'), true);
         assert.equal(typeof p.description, 'string', `permission ${p.type} has no description`);

@@ -18,7 +18,6 @@
 //   applePay.*, googlePay.*            wallet tokens: wallet decryption, merchant certificates
 //   applicationTemplates.*             portal templates
 //   documents.*                        document storage (multipart uploads)
-//   enrichments.*                      BIN/bank enrichment data sets
 //   keys.*                             client-side encryption keys (JWE `encrypted` tokens)
 //   networkTokens.*                    network tokenization: card networks
 //   reactors.reactAsync, reactors.results.get  asynchronous reactors (react-async)
@@ -27,9 +26,11 @@
 //   tenants.connections.*, .invitations.*, .members.*, .merchants.*, .owner.get,
 //   .ownerTransfer, .securityContact.*         portal users, invitations, merchants
 //   threeds.sessions.*                 3-D Secure
-//   tokenIntents.*                     token intents
 // (The test "methods the vault does not serve fail cleanly" checks that a few
 // of them reject with a BasisTheoryError of status 404 or 405, not a hang.)
+//
+// Card and bank details, enrichments.getcarddetails and tokenIntents.* are
+// exercised in node-sdk-details-intents.test.mjs.
 //
 // Not in this SDK at all (exercised in basis-theory-js.test.mjs): the v1
 // GET /tokens list and POST /tokens/search, and a proxy helper; proxies are
@@ -811,7 +812,6 @@ module.exports = async function (req) { throw new BadRequestError('amount is req
     test('methods the vault does not serve fail cleanly', async () => {
       const calls = {
         'roles.list': () => mgmt.roles.list(),
-        'tokenIntents.create': () => s.reveal.tokenIntents.create({ type: 'card', data: { number: cardNumber } }),
         'sessions.create': () => s.pub.sessions.create(),
       };
       for (const [name, call] of Object.entries(calls)) {

@@ -67,6 +67,15 @@ type App struct {
 	// Default: true.
 	SyncWrites *bool `json:"sync_writes,omitempty"`
 
+	// AuditSync is the durability tier of the audit records of reads and
+	// proxied calls: "deferred" (the default) commits each record to the
+	// storage's log before data leaves, where a crash of the vault process
+	// cannot lose it, and syncs it to disk within a few milliseconds,
+	// shared by every record in flight; "strict" syncs it before data
+	// leaves. Writes of token data are always synced before their answer
+	// (with sync_writes on). A reload applies it at once.
+	AuditSync string `json:"audit_sync,omitempty"`
+
 	// HeaderPrefix prefixes the vault's HTTP headers ("SVC" gives
 	// SVC-API-KEY) and, lower-cased, the proxy key query parameter.
 	// "BT" lets existing clients of this interface work unchanged.
@@ -290,6 +299,9 @@ func (a *App) Validate() error {
 	if !headerPrefixPattern.MatchString(a.HeaderPrefix) {
 		return fmt.Errorf("header_prefix: %q is not a valid header name prefix", a.HeaderPrefix)
 	}
+	if err := validateAuditSync(a.AuditSync); err != nil {
+		return err
+	}
 	switch {
 	case a.MasterKey == "" && a.MasterKeyFile == "":
 		return errors.New("master_key or master_key_file is required")
@@ -490,6 +502,7 @@ func (a *App) start() (*vaultstore.Store, error) {
 		MasterKey:          key,
 		PreviousMasterKeys: previous,
 		SyncWrites:         *a.SyncWrites,
+		StrictAuditSync:    a.AuditSync == AuditSyncStrict,
 		RecordCacheEntries: a.Cache.records(),
 		BlockCacheBytes:    a.Cache.blockCache(),
 		Logger:             a.logger.Named("store"),
@@ -513,6 +526,7 @@ func (a *App) start() (*vaultstore.Store, error) {
 	}
 	a.poolKey = a.storeKey
 	ps := val.(pooledStore)
+	ps.SetStrictAuditSync(a.AuditSync == AuditSyncStrict) // a reload applies it at once
 	if loaded {
 		if !ps.MasterKeyMatches(key) {
 			return nil, errors.New("the master key differs from the one the running store was opened with; restart Caddy to change it")

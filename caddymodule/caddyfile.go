@@ -45,6 +45,7 @@ func parseGlobalVault(d *caddyfile.Dispenser, existing any) (any, error) {
 //	    bin_table       <CSV file>
 //	    previous_master_keys <placeholder>...
 //	    sync_writes     on|off
+//	    audit_sync      deferred|strict
 //	    metrics_per_tenant on|off
 //	    header_prefix   <prefix>
 //	    transforms {
@@ -162,6 +163,11 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("sync_writes: %v", err)
 			}
 			a.SyncWrites = &on
+		case "audit_sync":
+			if value != AuditSyncDeferred && value != AuditSyncStrict {
+				return d.Errf("audit_sync: %q is not deferred or strict", value)
+			}
+			a.AuditSync = value
 		default:
 			return d.Errf("unrecognized vault option %q", option)
 		}

@@ -21,6 +21,10 @@ package main
 // node's are <case>-c64-node2.pprof and so on. Without TV_LOAD the test
 // is skipped, so the normal test suite does not run it.
 //
+// TV_LOAD_AUDIT_SYNC=strict runs the vault with `audit_sync strict` (each
+// read's and proxied call's audit record synced before data leaves)
+// instead of the default tier, for a run beside the default one.
+//
 // TV_LOAD_ENGINE=postgres keeps the vault in PostgreSQL instead of Badger:
 // a fresh database (pgtest.NewDatabase: on the machine's server, or the
 // one TV_POSTGRES_URL names; dropped at the end) in a postgres block of
@@ -194,6 +198,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -359,6 +364,10 @@ func TestLoad(t *testing.T) {
 	// more nodes are more Caddy processes on the same database, without
 	// the floors.
 	pgExtra, pgEnv := engine.prepare(t)
+	auditSync := os.Getenv("TV_LOAD_AUDIT_SYNC") // "" is the default tier
+	if auditSync != "" {
+		pgExtra += "\n\t\taudit_sync " + auditSync
+	}
 	s := startServer(t, serverOpts{VaultExtra: egressLoopback + pgExtra, RateLimits: false, ExtraSites: floorSites(nil), Env: pgEnv})
 	nodes := []*server{s}
 	for len(nodes) < engine.nodes {
@@ -563,6 +572,7 @@ func TestLoad(t *testing.T) {
 	} else {
 		out("caddy pid %d, vault storage %s (sync_writes on), proxy %s -> %s\n", pid, s.opts.Storage, proxyID, dest.url)
 	}
+	out("audit_sync %s (the audit records of reads and proxied calls: see docs/security.md#audit-durability)\n", cmp.Or(auditSync, "deferred (the default)"))
 	out("load average at the start: %s\n", loadAverage())
 	// the disk's sync latency, measured beside every table too: the
 	// figures depend on it more than on anything else of the machine's

@@ -250,8 +250,9 @@ test('the console, end to end', async (t0) => {
     assert.equal(old.status, 401, 'the rotated-out key still works');
     await page.getByRole('button', { name: 'Use this key in the console' }).click();
     await page.getByRole('status').filter({ hasText: 'Added to this session (Payments backend).' }).waitFor();
-    await shot('applications');
     await page.getByRole('button', { name: 'Done, hide it' }).click();
+    await page.evaluate(() => window.scrollTo(0, document.body.scrollHeight));
+    await shot('applications');
     await checkAxe('Applications (with keys)');
   });
 
@@ -283,6 +284,7 @@ test('the console, end to end', async (t0) => {
     tokenA = await row.getAttribute('data-token-id');
     assert.match(await row.innerText(), /•••• 4242/);
 
+    await page.evaluate(() => window.scrollTo(0, 0));
     await shot('tokens');
     await row.getByRole('button', { name: 'Reveal token ' + tokenA }).click();
     await row.getByText(CARD_A).waitFor();
@@ -329,6 +331,7 @@ test('the console, end to end', async (t0) => {
     assert.match(text, /\/charges/);
     assert.match(text, /••••••••••••4242/, 'the destination did not get the detokenized number, or it is not masked');
     assert.ok(!text.includes(CARD_A), 'the proxy answer shows the card number');
+    await result.scrollIntoViewIfNeeded();
     await shot('proxies');
   });
 

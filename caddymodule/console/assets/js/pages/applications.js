@@ -85,7 +85,7 @@ function Keys({ app, onSecret }) {
   };
   const mayUpdate = can('application:update');
   return html`<div class="keys">
-    <h4>Keys</h4>
+    <h3>Keys</h3>
     <${Problem} error=${error || err} /><${Notice} text=${notice} />
     ${keys && keys.length === 0 && html`<p class="hint">No keys.</p>`}
     ${keys && keys.length > 0 && html`<table><caption class="sr-only">Keys of ${app.name}</caption>

@@ -16,6 +16,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 
 	"github.com/tokenvault/tokenvault/caddymodule/certstorage"
+	"github.com/tokenvault/tokenvault/caddymodule/console"
 )
 
 // configurationDoc is the configuration reference that
@@ -37,7 +38,7 @@ func TestConfigurationDocs(t *testing.T) {
 	documented := codeWords(string(raw))
 
 	options := map[string]string{} // name -> where the code reads it
-	for _, dir := range []string{".", "certstorage"} {
+	for _, dir := range []string{".", "certstorage", "console"} {
 		caddyfileOptions(t, dir, options)
 	}
 	if len(options) < 30 {
@@ -50,7 +51,7 @@ func TestConfigurationDocs(t *testing.T) {
 	}
 
 	fields := map[string]string{}
-	for _, m := range []any{App{}, API{}, ProxyHandler{}, TLSPermission{}, certstorage.Module{}} {
+	for _, m := range []any{App{}, API{}, ProxyHandler{}, TLSPermission{}, certstorage.Module{}, console.Console{}} {
 		jsonFields(reflect.TypeOf(m), reflect.TypeOf(m).Name(), fields)
 	}
 	for _, name := range sortedKeys(fields) {

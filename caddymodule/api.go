@@ -275,6 +275,12 @@ func (h *API) apiRoutes() []route {
 		{http.MethodDelete, "/applications/{id}/keys/{key_id}", "application:update", deleteKey},
 
 		{http.MethodGet, "/permissions", "", listPermissions},
+		{http.MethodGet, "/roles", "", listRoles},
+		{http.MethodGet, "/application-templates", "", listApplicationTemplates},
+		{http.MethodGet, "/application-templates/{id}", "", getApplicationTemplate},
+
+		{http.MethodPost, "/sessions", "", createSession},
+		{http.MethodPost, "/sessions/authorize", "", authorizeSession},
 
 		{http.MethodPost, "/tokens", "token:create", createToken},
 		{http.MethodGet, "/tokens", "token:read", listTokens},
@@ -303,6 +309,8 @@ func (h *API) apiRoutes() []route {
 		{http.MethodPatch, "/reactors/{id}", "reactor:update", patchReactor},
 		{http.MethodDelete, "/reactors/{id}", "reactor:delete", deleteReactor},
 		{http.MethodPost, "/reactors/{id}/react", "reactor:invoke", react},
+		{http.MethodPost, "/reactors/{id}/react-async", "reactor:invoke", reactAsync},
+		{http.MethodGet, "/reactors/{id}/results/{request_id}", "reactor:invoke", reactionResult},
 
 		{http.MethodPost, "/proxies", "proxy:create", createProxy},
 		{http.MethodGet, "/proxies", "proxy:read", listProxies},

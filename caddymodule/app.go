@@ -99,6 +99,10 @@ type App struct {
 	// Transforms sizes the worker processes that run tenant JavaScript.
 	Transforms *TransformsConfig `json:"transforms,omitempty"`
 
+	// AsyncReactions tunes asynchronous reactions: the queue's bound per
+	// tenant, how long results are kept, how many run at once per node.
+	AsyncReactions *AsyncReactionsConfig `json:"async_reactions,omitempty"`
+
 	// Cache bounds the store's in-memory caches. They are sized when the
 	// store opens: a change takes effect at the next start, not a reload.
 	Cache *CacheConfig `json:"cache,omitempty"`
@@ -130,6 +134,8 @@ type App struct {
 	rateLimitRedisKey string
 
 	stopWebhooks func() // stops this config's webhook delivery worker
+
+	asyncs *asyncDispatcher // runs queued asynchronous reactions
 }
 
 // EgressConfig relaxes the default egress policy for on-premises
@@ -322,6 +328,9 @@ func (a *App) Validate() error {
 		return err
 	}
 	if err := a.Transforms.Validate(); err != nil {
+		return err
+	}
+	if err := a.AsyncReactions.validate(); err != nil {
 		return err
 	}
 	if a.Postgres != nil {
@@ -549,6 +558,7 @@ func (a *App) start() (*vaultstore.Store, error) {
 	if err := a.startWebhooks(ps.Store); err != nil {
 		return nil, err
 	}
+	a.startAsyncReactions(ps.Store, !loaded)
 	return ps.Store, nil
 }
 
@@ -574,6 +584,7 @@ func (a *App) Stop() error {
 	if a.stopWebhooks != nil {
 		a.stopWebhooks()
 	}
+	a.stopAsyncReactions()
 	return nil
 }
 

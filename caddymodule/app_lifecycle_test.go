@@ -19,13 +19,16 @@ import (
 	"github.com/tokenvault/tokenvault/vaultstore"
 )
 
-// provisionOnly provisions a without starting it, as `caddy validate`
-// does, and cleans it up when the test ends.
+// provisionOnly provisions and validates a without starting it, as
+// `caddy validate` does, and cleans it up when the test ends.
 func provisionOnly(t *testing.T, a *App) error {
 	t.Helper()
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
 	t.Cleanup(func() { cancel(); a.Cleanup() })
-	return a.Provision(ctx)
+	if err := a.Provision(ctx); err != nil {
+		return err
+	}
+	return a.Validate()
 }
 
 // treeDigest is every file under dir with a digest of its content; nil

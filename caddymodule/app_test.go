@@ -26,6 +26,9 @@ func provisionApp(t *testing.T, a *App) error {
 	if err := a.Provision(ctx); err != nil {
 		return err
 	}
+	if err := a.Validate(); err != nil {
+		return err
+	}
 	return a.Start()
 }
 

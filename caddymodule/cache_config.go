@@ -1,5 +1,7 @@
 package caddymodule
 
+import "fmt"
+
 // CacheConfig bounds the store's in-memory caches; zero fields keep the
 // defaults. Every cache is bounded, whatever the size of the store: the
 // records by entries, the block cache by the table pages it keeps
@@ -26,6 +28,26 @@ type CacheConfig struct {
 // indexCacheDeprecated is the warning a configuration that sets
 // index_cache gets.
 const indexCacheDeprecated = "cache index_cache has no effect and will be removed: remove it from the configuration (table indexes are read from the memory-mapped table files)"
+
+// maxCacheBytes bounds block_cache and index_cache: 1 TiB, past any
+// machine the vault runs on, so that a unit mistake is refused.
+const maxCacheBytes = 1 << 40
+
+// validate checks the sizes. Zero keeps a default; in a Caddyfile, where a
+// written 0 would be lost in the JSON, the adapter refuses it.
+func (c *CacheConfig) validate() error {
+	switch {
+	case c == nil:
+		return nil
+	case c.Records < 0:
+		return fmt.Errorf("cache: records must be a positive number of entries, got %d", c.Records)
+	case c.BlockCache < 0 || c.BlockCache > maxCacheBytes:
+		return fmt.Errorf("cache: block_cache must be a positive size of at most 1 TiB, got %d", c.BlockCache)
+	case c.IndexCache < 0 || c.IndexCache > maxCacheBytes:
+		return fmt.Errorf("cache: index_cache must be a positive size of at most 1 TiB, got %d", c.IndexCache)
+	}
+	return nil
+}
 
 func (c *CacheConfig) records() int {
 	if c == nil {

@@ -58,6 +58,11 @@ func parseGlobalVault(d *caddyfile.Dispenser, existing any) (any, error) {
 //	        modules_dir <directory>
 //	        allow <package>...
 //	    }
+//	    async_reactions {
+//	        max_queued_per_tenant <n>
+//	        result_ttl            <duration>
+//	        concurrency           <n>
+//	    }
 //	    egress {
 //	        allow_http
 //	        allow_network <cidr>...
@@ -104,6 +109,11 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			continue
 		case "transforms":
 			if err := a.unmarshalTransforms(d); err != nil {
+				return err
+			}
+			continue
+		case "async_reactions":
+			if err := a.unmarshalAsyncReactions(d); err != nil {
 				return err
 			}
 			continue

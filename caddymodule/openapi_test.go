@@ -575,6 +575,45 @@ func TestOpenAPITraffic(t *testing.T) {
 	want(e.do("invoker", http.MethodPost, "/reactors/5b7c0ab8-0c54-4e4b-a1e4-0e9d6a1d3a4c/react", map[string]any{"args": 1}), http.StatusNotFound, "react unknown reactor")
 	want(e.do("invoker", http.MethodPost, "/reactors/"+reactorID+"/react", map[string]any{"args": 1, "callback_url": "https://x"}), http.StatusBadRequest, "react async")
 	want(e.do(reveal, http.MethodPost, "/reactors/"+reactorID+"/react", map[string]any{"args": map[string]any{}}), http.StatusForbidden, "react without reactor:invoke")
+	// asynchronous reactions: queued (bounded), run by the dispatcher, read back
+	e.h.app.AsyncReactions = &AsyncReactionsConfig{MaxQueuedPerTenant: 1}
+	ra := want(e.do("invoker", http.MethodPost, "/reactors/"+reactorID+"/react-async", map[string]any{"args": map[string]any{"mode": "raw"}}), http.StatusAccepted, "react-async")
+	requestID := tvStr(ra.body, "asyncReactorRequestId")
+	want(e.do("invoker", http.MethodPost, "/reactors/"+reactorID+"/react-async", map[string]any{"args": map[string]any{"mode": "raw"}}), http.StatusTooManyRequests, "react-async queue full")
+	want(e.do("invoker", http.MethodPost, "/reactors/5b7c0ab8-0c54-4e4b-a1e4-0e9d6a1d3a4c/react-async", map[string]any{"args": 1}), http.StatusNotFound, "react-async unknown reactor")
+	want(e.do(reveal, http.MethodPost, "/reactors/"+reactorID+"/react-async", map[string]any{"args": map[string]any{}}), http.StatusForbidden, "react-async without reactor:invoke")
+	want(e.do("invoker", http.MethodGet, "/reactors/"+reactorID+"/results/"+requestID, nil), http.StatusOK, "pending result")
+	e.h.app.logger = zap.NewNop()
+	e.h.app.startAsyncReactions(e.store, true)
+	if r := waitReaction(t, e, "invoker", reactorID, requestID); tvStr(r.body, "status") != "completed" {
+		t.Errorf("async reaction: %s", r.raw)
+	}
+	e.h.app.stopAsyncReactions()
+	e.h.app.AsyncReactions = nil
+	want(e.do("invoker", http.MethodGet, "/reactors/"+reactorID+"/results/5b7c0ab8-0c54-4e4b-a1e4-0e9d6a1d3a4c", nil), http.StatusNotFound, "unknown result")
+	want(e.do(reveal, http.MethodGet, "/reactors/"+reactorID+"/results/"+requestID, nil), http.StatusForbidden, "result without reactor:invoke")
+	want(e.do("", http.MethodGet, "/reactors/"+reactorID+"/results/"+requestID, nil), http.StatusUnauthorized, "result without a key")
+
+	// sessions, roles and application templates
+	sp := want(e.do(mgmt, http.MethodPost, "/applications", map[string]any{"name": "browser", "type": "public", "permissions": []string{"token:create"}}), http.StatusCreated, "public application")
+	e.keys["browser"] = tvStr(sp.body, "key")
+	sess := want(e.do("browser", http.MethodPost, "/sessions", nil), http.StatusCreated, "create session")
+	want(e.do(reveal, http.MethodPost, "/sessions", nil), http.StatusForbidden, "session by a private key")
+	want(e.do("", http.MethodPost, "/sessions", nil), http.StatusUnauthorized, "session without a key")
+	want(e.do(reveal, http.MethodPost, "/sessions/authorize", map[string]any{"permissions": []string{"token:read"}}), http.StatusBadRequest, "authorize without nonce")
+	want(e.do(reveal, http.MethodPost, "/sessions/authorize", map[string]any{"nonce": "nope", "permissions": []string{"token:read"}}), http.StatusNotFound, "authorize unknown nonce")
+	want(e.do("browser", http.MethodPost, "/sessions/authorize", map[string]any{"nonce": tvStr(sess.body, "nonce"), "permissions": []string{"token:read"}}), http.StatusForbidden, "authorize by a public key")
+	want(e.do(reveal, http.MethodPost, "/sessions/authorize", map[string]any{"nonce": tvStr(sess.body, "nonce"), "permissions": []string{"token:read"}}), http.StatusNoContent, "authorize session")
+	want(e.do(reveal, http.MethodPost, "/sessions/authorize", map[string]any{"nonce": tvStr(sess.body, "nonce"), "permissions": []string{"token:read"}}), http.StatusConflict, "authorize twice")
+	e.keys["session"] = tvStr(sess.body, "session_key")
+	want(e.do("session", http.MethodGet, "/tokens/"+cardID, nil), http.StatusOK, "read with a session")
+	want(e.do("session", http.MethodDelete, "/tokens/"+cardID, nil), http.StatusForbidden, "delete with a read-only session")
+	want(e.do(mgmt, http.MethodGet, "/roles", nil), http.StatusOK, "roles")
+	want(e.do("", http.MethodGet, "/roles", nil), http.StatusUnauthorized, "roles without a key")
+	tpls := want(e.do(mgmt, http.MethodGet, "/application-templates", nil), http.StatusOK, "application templates")
+	want(e.do(mgmt, http.MethodGet, "/application-templates/"+tvStr(tvField(tpls.body, 0), "id"), nil), http.StatusOK, "application template")
+	want(e.do(mgmt, http.MethodGet, "/application-templates/5b7c0ab8-0c54-4e4b-a1e4-0e9d6a1d3a4c", nil), http.StatusNotFound, "unknown application template")
+	want(e.do("", http.MethodGet, "/application-templates", nil), http.StatusUnauthorized, "templates without a key")
 	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
 		want(e.do(mgmt, m, "/reactor-formulas", nil), http.StatusBadRequest, m+" reactor formulas (shut down)")
 		want(e.do(mgmt, m, "/reactor-formulas/f-1", nil), http.StatusBadRequest, m+" reactor formula (shut down)")

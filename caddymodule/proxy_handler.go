@@ -47,9 +47,6 @@ func (ProxyHandler) CaddyModule() caddy.ModuleInfo {
 
 // Provision connects the handler to the vault app.
 func (h *ProxyHandler) Provision(ctx caddy.Context) error {
-	if err := h.Validate(); err != nil {
-		return err
-	}
 	appIface, err := ctx.App("vault")
 	if err != nil {
 		return err
@@ -71,12 +68,14 @@ func (h *ProxyHandler) Provision(ctx caddy.Context) error {
 // Cleanup releases the handler's share of the limiter state.
 func (h *ProxyHandler) Cleanup() error { return h.limits.cleanup() }
 
-// Validate checks the configuration without side effects.
+// Validate checks the configuration without side effects; Caddy calls it
+// after Provision, and the Caddyfile adapter too, so that a key written
+// out never reaches the JSON.
 func (h *ProxyHandler) Validate() error {
 	if h.ProxyKey != "" && !isPlaceholder(h.ProxyKey) {
 		return errors.New("proxy_key must be a placeholder such as {env.PAY_PROXY_KEY}, never the key itself")
 	}
-	return nil
+	return h.RateLimits.validate()
 }
 
 // ServeHTTP invokes the host's proxy.

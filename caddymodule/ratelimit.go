@@ -34,11 +34,18 @@ type RateLimits struct {
 type RateLimitRule struct {
 	// Off removes the row.
 	Off bool `json:"off,omitempty"`
-	// Limit requests per Per.
-	Limit int            `json:"limit,omitempty"`
-	Per   caddy.Duration `json:"per,omitempty"`
+	// Limit is how many requests the rule allows per Per (at least 1).
+	Limit int `json:"limit,omitempty"`
+	// Per is the period Limit counts over (positive).
+	Per caddy.Duration `json:"per,omitempty"`
 	// Block, when set, blocks the counter this long once over the rate.
 	Block caddy.Duration `json:"block,omitempty"`
+}
+
+// validate checks the rules against the interface's table.
+func (c *RateLimits) validate() error {
+	_, err := c.rules()
+	return err
 }
 
 // rules is the effective table; nil when limits are off.

@@ -107,20 +107,31 @@ type reactResult struct {
 // detokenized with the caller's token:use, the code runs, and a tokenize
 // object it returns is tokenized with the reactor's application.
 func react(c *call) error {
-	body, err := c.decodeValue()
+	r, argsJSON, err := reactionArgs(c)
 	if err != nil {
 		return err
+	}
+	return c.api.app.runReaction(c.ctx(), c.w, c.store, c.principal.Tenant, c.principal.Application.ID, r, argsJSON)
+}
+
+// reactionArgs reads the body of react or react-async, finds the reactor
+// and detokenizes the args with the caller's token:use (audited), giving
+// their JSON.
+func reactionArgs(c *call) (*vaultstore.Reactor, []byte, error) {
+	body, err := c.decodeValue()
+	if err != nil {
+		return nil, nil, err
 	}
 	in, ok := body.(map[string]any)
 	if !ok {
-		return errField("body", "the body must be an object with args")
+		return nil, nil, errField("body", "the body must be an object with args")
 	}
 	if _, ok := in["callback_url"]; ok {
-		return errField("callback_url", "asynchronous reactions are not supported; call react and wait for the result")
+		return nil, nil, errField("callback_url", "callbacks are not supported; use POST /reactors/{id}/react-async and read the outcome from GET /reactors/{id}/results/{request_id}")
 	}
 	r, err := c.store.GetReactor(c.ctx(), c.tenantID(), c.params["id"])
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	args, _, err := c.store.Detokenize(c.ctx(), c.tokenRequest(), vaultstore.DetokenizeOptions{
 		Permission: "token:use",
@@ -132,32 +143,39 @@ func react(c *call) error {
 		},
 	}, in["args"])
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	argsJSON, err := json.Marshal(args)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
+	return r, argsJSON, nil
+}
+
+// runReaction runs reactor r with args for callerID of tenant and writes
+// the answer of react to w; a failure it returns is for the caller to
+// write as a problem.
+func (a *App) runReaction(ctx context.Context, w http.ResponseWriter, store *vaultstore.Store, tenant *vaultstore.Tenant, callerID string, r *vaultstore.Reactor, argsJSON []byte) error {
 	vaultMetrics.transformRuns.WithLabelValues(transforms.JobReactor).Inc()
-	res, err := c.api.app.workers.Run(c.ctx(), transforms.Job{
+	res, err := a.workers.Run(ctx, transforms.Job{
 		Kind:          transforms.JobReactor,
 		Code:          r.Code,
 		Args:          argsJSON,
 		Configuration: r.Configuration,
-		Svc:           newServiceClient(c.ctx(), c.store, c.principal.Tenant, r.ApplicationID(), "reactor", r.ID),
+		Svc:           newServiceClient(ctx, store, tenant, r.ApplicationID(), "reactor", r.ID),
 		Meta:          map[string]string{"tenant_id": r.TenantID, "entity": "reactor", "entity_id": r.ID},
-		Realm:         transforms.RealmScope{Tenant: r.TenantID, Principal: r.ApplicationID() + "/" + c.principal.Application.ID},
+		Realm:         transforms.RealmScope{Tenant: r.TenantID, Principal: r.ApplicationID() + "/" + callerID},
 	})
 	if err != nil {
 		if te := (*transforms.Error)(nil); errors.As(err, &te) && te.Custom && res != nil {
-			(&customResponse{status: te.Status, result: res}).write(c.w)
+			(&customResponse{status: te.Status, result: res}).write(w)
 			return nil
 		}
 		return transformProblem("the reactor", err)
 	}
 	out := reactResult{Raw: res.Raw}
 	if len(res.Tokenize) > 0 {
-		app, err := c.store.ServiceApplication(c.ctx(), r.TenantID, r.ApplicationID())
+		app, err := store.ServiceApplication(ctx, r.TenantID, r.ApplicationID())
 		if err != nil {
 			return errField("tokenize", "the reactor returned tokenize, but it has no application to tokenize with")
 		}
@@ -165,9 +183,9 @@ func react(c *call) error {
 		if err := json.Unmarshal(res.Tokenize, &v); err != nil {
 			return err
 		}
-		if out.Tokens, err = c.store.Tokenize(c.ctx(), vaultstore.TokenRequest{Tenant: c.principal.Tenant, Application: app}, v); err != nil {
+		if out.Tokens, err = store.Tokenize(ctx, vaultstore.TokenRequest{Tenant: tenant, Application: app}, v); err != nil {
 			return err
 		}
 	}
-	return writeJSON(c.w, http.StatusOK, out)
+	return writeJSON(w, http.StatusOK, out)
 }

@@ -19,10 +19,13 @@ import (
 // TransformsConfig sizes the worker processes that run tenant
 // JavaScript (proxy transforms and reactors).
 type TransformsConfig struct {
-	// MinWorkers are kept warm (default 1); MaxWorkers bound the runs in
-	// parallel (default 4); further runs queue for QueueTimeout (5 s).
-	MinWorkers   int            `json:"min_workers,omitempty"`
-	MaxWorkers   int            `json:"max_workers,omitempty"`
+	// MinWorkers are started at once and kept warm (default 1; at most
+	// MaxWorkers).
+	MinWorkers int `json:"min_workers,omitempty"`
+	// MaxWorkers bounds the runs in parallel (default 4).
+	MaxWorkers int `json:"max_workers,omitempty"`
+	// QueueTimeout is how long a run waits for a free worker before it
+	// fails with 503 (default 5 s).
 	QueueTimeout caddy.Duration `json:"queue_timeout,omitempty"`
 	// MaxWorkersPerTenant bounds the workers one tenant's runs hold at
 	// once (default: half of MaxWorkers, rounded up; from 1 to
@@ -34,9 +37,10 @@ type TransformsConfig struct {
 	Timeout caddy.Duration `json:"timeout,omitempty"`
 	// MemoryLimit caps each worker's memory in bytes (default 256 MiB).
 	MemoryLimit int64 `json:"memory_limit,omitempty"`
-	// ModulesDir holds operator-installed, pure-JavaScript npm packages;
-	// AllowModules names those code may require.
-	ModulesDir   string   `json:"modules_dir,omitempty"`
+	// ModulesDir holds operator-installed, pure-JavaScript npm packages.
+	ModulesDir string `json:"modules_dir,omitempty"`
+	// AllowModules names the packages of ModulesDir that code may
+	// require; no other can be.
 	AllowModules []string `json:"allow_modules,omitempty"`
 }
 
@@ -71,8 +75,23 @@ func (c *TransformsConfig) Validate() error {
 	if maxWorkers == 0 {
 		maxWorkers = transforms.DefaultMaxWorkers
 	}
+	minWorkers := c.MinWorkers
+	if minWorkers == 0 {
+		minWorkers = transforms.DefaultMinWorkers
+	}
+	if minWorkers > maxWorkers {
+		return fmt.Errorf("transforms: min_workers (%d) must not exceed max_workers (%d)", minWorkers, maxWorkers)
+	}
 	if c.MaxWorkersPerTenant < 0 || c.MaxWorkersPerTenant > maxWorkers {
 		return fmt.Errorf("transforms: max_workers_per_tenant (%d) must be from 1 to max_workers (%d)", c.MaxWorkersPerTenant, maxWorkers)
+	}
+	switch {
+	case c.Timeout < 0:
+		return errors.New("transforms: timeout must not be negative")
+	case c.QueueTimeout < 0:
+		return errors.New("transforms: queue_timeout must not be negative")
+	case c.MemoryLimit < 0:
+		return errors.New("transforms: memory_limit must not be negative")
 	}
 	return nil
 }
@@ -83,9 +102,6 @@ func (a *App) startTransforms() error {
 	cfg := a.Transforms
 	if cfg == nil {
 		cfg = &TransformsConfig{}
-	}
-	if err := cfg.Validate(); err != nil {
-		return err
 	}
 	raw, _ := json.Marshal(cfg)
 	key := "transforms:" + string(raw)

@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -66,6 +67,15 @@ func (h *API) Provision(ctx caddy.Context) error {
 	}
 	h.wire(appIface.(*App), ctx.Logger())
 	return nil
+}
+
+// Validate checks the configuration, JSON or adapted from a Caddyfile
+// alike; Caddy calls it after Provision.
+func (h *API) Validate() error {
+	if h.HealthPath != "" && !strings.HasPrefix(h.HealthPath, "/") {
+		return fmt.Errorf("health_path must start with /, got %q", h.HealthPath)
+	}
+	return h.RateLimits.validate()
 }
 
 // Cleanup releases the handler's share of the limiter state.
@@ -332,6 +342,7 @@ func (h *API) apiRoutes() []route {
 // Interface guards
 var (
 	_ caddy.Provisioner           = (*API)(nil)
+	_ caddy.Validator             = (*API)(nil)
 	_ caddy.CleanerUpper          = (*API)(nil)
 	_ caddyhttp.MiddlewareHandler = (*API)(nil)
 )

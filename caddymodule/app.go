@@ -175,11 +175,11 @@ func (App) CaddyModule() caddy.ModuleInfo {
 
 var headerPrefixPattern = regexp.MustCompile(`^[A-Za-z0-9]+(-[A-Za-z0-9]+)*$`)
 
-// Provision checks the configuration and what it refers to without
-// changing anything: it resolves the master key and compares it with the
-// store's check value, but creates no file, opens no store and starts no
+// Provision sets the defaults and works out what the handlers need
+// (absolute paths, the egress policy, the shared Redis limiter) without
+// changing anything: it creates no file, opens no store and starts no
 // worker, so `caddy validate` leaves no trace and works beside a running
-// server. Start does that work.
+// server. Caddy calls Validate next, and Start does the work.
 func (a *App) Provision(ctx caddy.Context) error {
 	a.ctx, a.logger = ctx, ctx.Logger()
 	a.ready, a.failed, a.stopped = make(chan struct{}), make(chan struct{}), make(chan struct{})
@@ -192,9 +192,6 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if a.SyncWrites == nil {
 		on := true
 		a.SyncWrites = &on
-	}
-	if err := a.Validate(); err != nil {
-		return err
 	}
 	if a.Cache != nil && a.Cache.IndexCache != 0 {
 		a.logger.Warn(indexCacheDeprecated)
@@ -211,18 +208,10 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("storage: %w", err)
 	}
 	a.storeKey = a.dir
-	if a.Postgres != nil {
+	if a.Postgres != nil && a.Postgres.ConnectionString != "" { // none: Validate says so
 		if _, a.storeKey, err = a.Postgres.options(); err != nil {
 			return err
 		}
-	}
-	previous, err := a.previousMasterKeys()
-	if err != nil {
-		return err
-	}
-	defer clearAll(previous)
-	if err := a.checkMasterKey(previous); err != nil {
-		return err
 	}
 	if err := a.provisionRateLimitRedis(ctx); err != nil {
 		return err
@@ -300,7 +289,9 @@ func pooledStoreAt(key string) *vaultstore.Store {
 	return found
 }
 
-// Validate checks the configuration without side effects.
+// Validate checks the configuration, JSON or adapted from a Caddyfile
+// alike, then what it refers to (see checkKeys), writing nothing. Caddy
+// calls it once, after Provision.
 func (a *App) Validate() error {
 	if !headerPrefixPattern.MatchString(a.HeaderPrefix) {
 		return fmt.Errorf("header_prefix: %q is not a valid header name prefix", a.HeaderPrefix)
@@ -327,6 +318,9 @@ func (a *App) Validate() error {
 	if err := a.Webhooks.validate(); err != nil {
 		return err
 	}
+	if err := a.Cache.validate(); err != nil {
+		return err
+	}
 	if err := a.Transforms.Validate(); err != nil {
 		return err
 	}
@@ -334,9 +328,24 @@ func (a *App) Validate() error {
 		return err
 	}
 	if a.Postgres != nil {
-		return a.Postgres.validate()
+		if err := a.Postgres.validate(); err != nil {
+			return err
+		}
 	}
-	return nil
+	return a.checkKeys()
+}
+
+// checkKeys checks the keys the configuration refers to, once it is
+// valid: previous_master_keys decode, and the master key opens the store
+// (see checkMasterKey). It needs the absolute storage path Provision
+// works out.
+func (a *App) checkKeys() error {
+	previous, err := a.previousMasterKeys()
+	if err != nil {
+		return err
+	}
+	defer clearAll(previous)
+	return a.checkMasterKey(previous)
 }
 
 // The refusals of a key written out, at adapt time (Caddyfile) as in

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -271,9 +270,6 @@ func (h *API) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if !d.Args(&h.HealthPath) || d.NextArg() {
 				return d.ArgErr()
 			}
-			if !strings.HasPrefix(h.HealthPath, "/") {
-				return d.Errf("health_path must start with /")
-			}
 		case "rate_limits":
 			cfg, err := unmarshalRateLimits(d)
 			if err != nil {
@@ -317,7 +313,7 @@ func (a *App) unmarshalCache(d *caddyfile.Dispenser) error {
 			a.Cache.Records = n
 		case "block_cache", "index_cache":
 			n, err := humanize.ParseBytes(value)
-			if err != nil || n == 0 || n > 1<<40 {
+			if err != nil || n == 0 || n > maxCacheBytes {
 				return d.Errf("cache %s: want a size such as 64MiB, got %q", option, value)
 			}
 			if option == "block_cache" {

@@ -365,9 +365,15 @@ test('the console, end to end', async (t0) => {
   await t.test('audit log: all of it, filtered by entity type and date', async () => {
     await visit('Audit log');
     await page.getByRole('caption').filter({ hasText: /Audit records \([1-9]/ }).waitFor();
-    const today = new Date().toISOString().slice(0, 10);
-    await page.getByLabel('From (date)', { exact: true }).fill(today);
-    await page.getByLabel('To (date)', { exact: true }).fill(today);
+    // the dates: a range that starts tomorrow holds nothing; one from
+    // yesterday to today holds everything (a run may straddle midnight)
+    const day = (offset) => new Date(Date.now() + offset * 86400e3).toISOString().slice(0, 10);
+    await page.getByLabel('From (date)', { exact: true }).fill(day(1));
+    await page.getByLabel('To (date)', { exact: true }).fill(day(2));
+    await page.getByRole('button', { name: 'Apply filter' }).click();
+    await page.getByRole('caption').filter({ hasText: 'Audit records (0)' }).waitFor();
+    await page.getByLabel('From (date)', { exact: true }).fill(day(-1));
+    await page.getByLabel('To (date)', { exact: true }).fill(day(0));
     const seen = {};
     for (const type of ['application', 'key', 'token', 'proxy', 'reactor', 'tenant']) {
       await page.getByLabel('Entity type', { exact: true }).selectOption(type);

@@ -284,38 +284,46 @@ func (s *Store) drainWebhook(ctx context.Context, cfg *WebhookDeliveryConfig, re
 		}
 		derr := cfg.Deliver(ctx, d)
 		took := time.Since(now)
-		if ctx.Err() != nil {
-			return nil // stopping: the attempt counts for nothing, the event stays
+		if derr != nil && ctx.Err() != nil {
+			return nil // stopped mid-attempt: it counts for nothing, the event stays
 		}
-		if cfg.OnAttempt != nil {
-			cfg.OnAttempt(d, derr, took)
-		}
-		if derr == nil {
-			if err := s.finishWebhookEvent(ctx, ref, slot, d, nil, nil); err != nil {
-				return err
-			}
-			continue
-		}
-		if ev.FirstAttempt == 0 {
-			ev.FirstAttempt = now.UnixNano()
-		}
-		if time.Duration(now.UnixNano()-ev.FirstAttempt) >= cfg.RetryFor {
-			if err := s.disableWebhook(ctx, ref, d, derr, cfg.RetryFor); err != nil {
-				return err
-			}
-			if cfg.OnDisabled != nil {
-				cfg.OnDisabled(ref.tenantID, ref.webhookID)
-			}
-			return nil
-		}
-		ev.Attempts++
-		ev.NextAttempt = now.Add(cfg.backoff(ev.Attempts)).UnixNano()
-		ev.LastError = deliveryReason(derr)
-		if err := s.finishWebhookEvent(ctx, ref, slot, d, derr, ev); err != nil {
+		// the receiver's answer is known: record it even when stopping, so a
+		// delivered event is not sent again by the next worker
+		if err := s.recordAttempt(ctx, cfg, ref, slot, ev, d, derr, now, took); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// recordAttempt records one attempt's outcome: the event leaves the
+// outbox, or is rescheduled, or its webhook is disabled.
+func (s *Store) recordAttempt(ctx context.Context, cfg *WebhookDeliveryConfig, ref webhookRef, slot string, ev *pendingEvent,
+	d *WebhookDelivery, derr error, now time.Time, took time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if cfg.OnAttempt != nil {
+		cfg.OnAttempt(d, derr, took)
+	}
+	if derr == nil {
+		return s.finishWebhookEvent(ctx, ref, slot, d, nil, nil)
+	}
+	if ev.FirstAttempt == 0 {
+		ev.FirstAttempt = now.UnixNano()
+	}
+	if time.Duration(now.UnixNano()-ev.FirstAttempt) >= cfg.RetryFor {
+		if err := s.disableWebhook(ctx, ref, d, derr, cfg.RetryFor); err != nil {
+			return err
+		}
+		if cfg.OnDisabled != nil {
+			cfg.OnDisabled(ref.tenantID, ref.webhookID)
+		}
+		return nil
+	}
+	ev.Attempts++
+	ev.NextAttempt = now.Add(cfg.backoff(ev.Attempts)).UnixNano()
+	ev.LastError = deliveryReason(derr)
+	return s.finishWebhookEvent(ctx, ref, slot, d, derr, ev)
 }
 
 // webhookHead reads a webhook's oldest pending event and the webhook;

@@ -392,12 +392,18 @@ func TestWebhookDeliveryInOrderSignedWithRetries(t *testing.T) {
 			t.Fatal("a delivery holds token data")
 		}
 	}
-	if n, _ := w.s.PendingWebhookEvents(w.ctx, w.tenant.ID, wh.ID); n != 0 {
-		t.Fatalf("%d events left in the outbox", n)
-	}
-	recs, _, err := w.s.ListAudit(w.ctx, w.tenant.ID, AuditFilter{EntityType: "webhook", Operation: "deliver"}, "", 100)
-	if err != nil || len(recs) != 15 {
-		t.Fatalf("%d audit records of attempts, want 15 (%v)", len(recs), err)
+	// the receiver has answered; the outbox and the audit log follow
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		n, _ := w.s.PendingWebhookEvents(w.ctx, w.tenant.ID, wh.ID)
+		recs, _, err := w.s.ListAudit(w.ctx, w.tenant.ID, AuditFilter{EntityType: "webhook", Operation: "deliver"}, "", 100)
+		if n == 0 && err == nil && len(recs) == 15 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d events left in the outbox, %d audit records of attempts (want 0 and 15; %v)", n, len(recs), err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -555,5 +561,119 @@ func TestWebhookBackoff(t *testing.T) {
 		if got := c.backoff(n); got != want {
 			t.Errorf("backoff(%d) = %s, want %s", n, got, want)
 		}
+	}
+}
+
+// The signing key, the webhooks and the pending events are re-sealed with
+// the tenant's other records: after a data key rotation the old key is
+// gone and everything still opens and is delivered.
+func TestWebhooksAfterDataKeyRotation(t *testing.T) {
+	w := newWHWorld(t)
+	wh := w.hook(t, "token.created")
+	before, err := w.s.WebhookSigningKey(w.ctx, w.tenant.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := w.s.CreateToken(w.ctx, w.req(), TokenInput{Type: "token", Data: "x"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := w.s.RotateDataKey(w.ctx, w.tenant.ID); err != nil {
+		t.Fatal(err)
+	}
+	st := waitReseal(t, w.s, w.tenant.ID)
+	if st.Reseal == nil || st.Reseal.Error != "" || len(st.Versions) != 1 {
+		t.Fatalf("re-seal: %+v", st)
+	}
+	assertAllSealedUnder(t, w.s, w.tenant.ID, st.Current)
+	w.s.hooks.keys.put(w.tenant.ID, nil) // read the key from the store again
+	after, err := w.s.WebhookSigningKey(w.ctx, w.tenant.ID)
+	if err != nil || after.ID != before.ID {
+		t.Fatalf("signing key after the rotation: %+v, %v", after, err)
+	}
+	if _, err := w.s.GetWebhook(w.ctx, w.tenant.ID, wh.ID); err != nil {
+		t.Fatal(err)
+	}
+	rec := newRecorder(nil)
+	stop := w.s.StartWebhookDelivery(WebhookDeliveryConfig{Deliver: rec.deliver, Poll: 10 * time.Millisecond})
+	defer stop()
+	waitDelivered(t, rec, 3)
+}
+
+// Two nodes on one database: one delivers under the lease, each event
+// once, in order; when it stops, the other takes over.
+func TestWebhookDeliveryOneNodeAtATime(t *testing.T) {
+	nodes := clusterNodes(t, 2, newFakeClock())
+	a, b := nodes[0], nodes[1]
+	ctx := context.Background()
+	ct := mustCreateTenant(t, a, "Cluster hooks", TenantTest)
+	app, _ := mustCreateApp(t, a, ct.Tenant.ID, ApplicationInput{Name: "w", Type: AppPrivate, Permissions: []string{"token:create"}})
+	if _, err := a.CreateWebhook(ctx, ct.Tenant.ID, ct.Application.ID, WebhookInput{Name: "h", URL: "https://a.example", Events: []string{"token.created"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	byNode := map[string][]string{}
+	deliver := func(node string) func(context.Context, *WebhookDelivery) error {
+		return func(_ context.Context, d *WebhookDelivery) error {
+			mu.Lock()
+			defer mu.Unlock()
+			byNode[node] = append(byNode[node], d.EventID)
+			return nil
+		}
+	}
+	stopA := a.StartWebhookDelivery(WebhookDeliveryConfig{Deliver: deliver("a"), Poll: 10 * time.Millisecond})
+	defer stopA()
+	stopB := b.StartWebhookDelivery(WebhookDeliveryConfig{Deliver: deliver("b"), Poll: 10 * time.Millisecond})
+	defer stopB()
+	req := TokenRequest{Tenant: ct.Tenant, Application: app}
+	create := func(n int) {
+		for range n {
+			if _, err := b.CreateToken(ctx, req, TokenInput{Type: "token", Data: "x"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	total := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(byNode["a"]) + len(byNode["b"])
+	}
+	create(20)
+	eventually(t, "20 deliveries", func() bool { return total() >= 20 })
+	mu.Lock()
+	if len(byNode["a"]) > 0 && len(byNode["b"]) > 0 {
+		t.Errorf("both nodes delivered: a %d, b %d", len(byNode["a"]), len(byNode["b"]))
+	}
+	holder := "a"
+	if len(byNode["b"]) > 0 {
+		holder = "b"
+	}
+	mu.Unlock()
+	// the holder stops (its lease is released); the other takes over
+	if holder == "a" {
+		stopA()
+	} else {
+		stopB()
+	}
+	create(5)
+	other := map[string]string{"a": "b", "b": "a"}[holder]
+	eventually(t, "the other node delivers", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(byNode[other]) >= 5
+	})
+	time.Sleep(200 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	seen := map[string]bool{}
+	for _, id := range append(byNode["a"], byNode["b"]...) {
+		if seen[id] {
+			t.Errorf("event %s delivered twice", id)
+		}
+		seen[id] = true
+	}
+	if len(seen) != 25 {
+		t.Errorf("%d events delivered, want 25", len(seen))
 	}
 }

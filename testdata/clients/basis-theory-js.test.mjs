@@ -17,9 +17,9 @@
 // Methods of this SDK the vault does not serve (not called here, unless
 // noted):
 //   applicationKeys.getById          GET /applications/{id}/keys/{keyId} is not routed
-//   applicationTemplates.*           portal templates
+//   applicationTemplates.*, sessions.*  served, but exercised through the
+//                                    node SDK (node-sdk-sessions-async.test.mjs)
 //   createElement, elements          Elements: browser-hosted iframes
-//   sessions.create, sessions.authorize        sessions (elevated public keys)
 //   tenants.createInvitation, resendInvitation, listInvitations,
 //   retrieveInvitation, deleteInvitation, listMembers, deleteMember
 //                                    portal users and invitations

@@ -16,13 +16,9 @@
 //   accountUpdater.jobs.*, accountUpdater.realTime.invoke  account updater: card networks
 //   agentic.*                          agentic commerce: networks and issuers
 //   applePay.*, googlePay.*            wallet tokens: wallet decryption, merchant certificates
-//   applicationTemplates.*             portal templates
 //   documents.*                        document storage (multipart uploads)
 //   keys.*                             client-side encryption keys (JWE `encrypted` tokens)
 //   networkTokens.*                    network tokenization: card networks
-//   reactors.reactAsync, reactors.results.get  asynchronous reactors (react-async)
-//   roles.list                         portal roles
-//   sessions.create, sessions.authorize        sessions (elevated public keys)
 //   tenants.connections.*, .invitations.*, .members.*, .merchants.*, .owner.get,
 //   .ownerTransfer, .securityContact.*         portal users, invitations, merchants
 //   threeds.sessions.*                 3-D Secure
@@ -30,7 +26,9 @@
 // of them reject with a BasisTheoryError of status 404 or 405, not a hang.)
 //
 // Card and bank details, enrichments.getcarddetails and tokenIntents.* are
-// exercised in node-sdk-details-intents.test.mjs.
+// exercised in node-sdk-details-intents.test.mjs; sessions.*,
+// reactors.reactAsync, reactors.results.get, roles.list and
+// applicationTemplates.* in node-sdk-sessions-async.test.mjs.
 //
 // Not in this SDK at all (exercised in basis-theory-js.test.mjs): the v1
 // GET /tokens list and POST /tokens/search, and a proxy helper; proxies are
@@ -811,8 +809,8 @@ module.exports = async function (req) { throw new BadRequestError('amount is req
 
     test('methods the vault does not serve fail cleanly', async () => {
       const calls = {
-        'roles.list': () => mgmt.roles.list(),
-        'sessions.create': () => s.pub.sessions.create(),
+        'tenants.members.list': () => mgmt.tenants.members.list(),
+        'tenants.owner.get': () => mgmt.tenants.owner.get(),
       };
       for (const [name, call] of Object.entries(calls)) {
         await rejects(call(), (err) => {

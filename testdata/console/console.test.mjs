@@ -307,6 +307,42 @@ test('the console, end to end', async (t0) => {
     await checkAxe('Tokens (after actions)');
   });
 
+  await t.test('a key whose rule masks: its read of the token stays masked (session page: forget and add keys)', async () => {
+    // an application whose only rule masks, made through the API with the management key
+    const res = await fetch(new URL('/applications', ORIGIN), {
+      method: 'POST',
+      headers: { 'SVC-API-KEY': MGMT_KEY, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ name: 'Support desk', type: 'private', permissions: ['token:read'],
+        rules: [{ container: '/', transform: 'mask', priority: 1, permissions: ['token:read'] }] }),
+    });
+    assert.equal(res.status, 201);
+    const supportKey = (await res.json()).key;
+
+    await visit('Session');
+    await page.getByRole('button', { name: 'Forget key of Payments backend' }).click();
+    await page.getByLabel('API key', { exact: true }).fill(supportKey);
+    await page.getByRole('button', { name: 'Add key' }).click();
+    await page.getByRole('status').filter({ hasText: 'Key of Support desk added.' }).waitFor();
+
+    await visit('Tokens');
+    await page.getByRole('button', { name: 'List all tokens' }).click();
+    const row = page.locator(`tr[data-token-id="${tokenA}"]`);
+    await row.getByRole('button', { name: 'Reveal token ' + tokenA }).click();
+    const shown = row.locator('pre.revealed');
+    await shown.waitFor();
+    const text = await shown.innerText();
+    assert.match(text, /4242/);
+    assert.ok(!text.includes(CARD_A), `a key with a mask rule was shown the number: ${text}`);
+    // the search button is off: no key of the session may search
+    assert.ok(await page.getByRole('button', { name: 'Search', exact: true }).isDisabled());
+
+    await visit('Session');
+    await page.getByRole('button', { name: 'Forget key of Support desk' }).click();
+    await page.getByLabel('API key', { exact: true }).fill(rotatedKey);
+    await page.getByRole('button', { name: 'Add key' }).click();
+    await page.getByRole('status').filter({ hasText: 'Key of Payments backend added.' }).waitFor();
+  });
+
   await t.test('proxies: create, edit, a test request reaching the destination, shown masked', async () => {
     await visit('Proxies');
     await page.getByRole('button', { name: 'New proxy' }).click();

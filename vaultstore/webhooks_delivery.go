@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -86,13 +87,14 @@ func (c *WebhookDeliveryConfig) backoff(n int) time.Duration {
 	return min(d, c.RetryMax)
 }
 
-// webhookWorkers is the store's side of delivery: the running worker, the
-// wake-up channel and the signing keys opened.
+// webhookWorkers is the store's side of delivery: the configurations that
+// started a worker and have not stopped it, newest last (the last one's
+// worker runs), the wake-up channel and the signing keys opened.
 type webhookWorkers struct {
 	once    sync.Once
 	wake    chan struct{}
 	mu      sync.Mutex
-	current *webhookWorker
+	started []*webhookWorker
 	keys    signingKeys
 }
 
@@ -102,46 +104,68 @@ func (h *webhookWorkers) cachedKey(tenantID string) *signingKey { return h.keys.
 
 func (h *webhookWorkers) cacheKey(tenantID string, k *signingKey) { h.keys.put(tenantID, k) }
 
+// webhookWorker is one configuration's worker; cancel and done are set
+// while it runs.
 type webhookWorker struct {
+	cfg    WebhookDeliveryConfig
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
-// StartWebhookDelivery starts the delivery worker with cfg, replacing the
-// one running (a reloaded configuration starts its worker before the old
-// one stops). stop ends this worker and waits for it; it does nothing
-// once another has replaced it. Close stops the worker too.
+// StartWebhookDelivery starts the delivery worker with cfg in place of the
+// one running: Caddy starts a reloaded configuration before it stops the
+// old one. stop ends this configuration's worker; when it was the running
+// one and an earlier configuration has not stopped (the new one failed to
+// start), the earlier one's worker runs again. Close stops every worker.
 func (s *Store) StartWebhookDelivery(cfg WebhookDeliveryConfig) (stop func()) {
 	cfg.defaults()
 	s.hooks.init()
-	ctx, cancel := context.WithCancel(s.ctx)
-	wk := &webhookWorker{cancel: cancel, done: make(chan struct{})}
+	wk := &webhookWorker{cfg: cfg}
 	s.hooks.mu.Lock()
-	prev := s.hooks.current
-	s.hooks.current = wk
-	s.hooks.mu.Unlock()
-	if prev != nil {
-		prev.cancel()
-		<-prev.done
+	defer s.hooks.mu.Unlock()
+	if n := len(s.hooks.started); n > 0 {
+		s.haltWebhookWorker(s.hooks.started[n-1])
 	}
+	s.hooks.started = append(s.hooks.started, wk)
+	s.runWebhookWorkerOf(wk)
+	return func() {
+		s.hooks.mu.Lock()
+		defer s.hooks.mu.Unlock()
+		i := slices.Index(s.hooks.started, wk)
+		if i < 0 {
+			return
+		}
+		last := i == len(s.hooks.started)-1
+		s.haltWebhookWorker(wk)
+		s.hooks.started = slices.Delete(s.hooks.started, i, i+1)
+		if n := len(s.hooks.started); last && n > 0 && s.ctx.Err() == nil {
+			s.runWebhookWorkerOf(s.hooks.started[n-1])
+		}
+	}
+}
+
+// runWebhookWorkerOf starts wk's worker; hooks.mu is held.
+func (s *Store) runWebhookWorkerOf(wk *webhookWorker) {
+	ctx, cancel := context.WithCancel(s.ctx)
+	wk.cancel, wk.done = cancel, make(chan struct{})
+	done := wk.done
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		defer close(wk.done)
-		s.runWebhookWorker(ctx, &cfg)
+		defer close(done)
+		s.runWebhookWorker(ctx, &wk.cfg)
 	}()
-	return func() {
-		s.hooks.mu.Lock()
-		mine := s.hooks.current == wk
-		if mine {
-			s.hooks.current = nil
-		}
-		s.hooks.mu.Unlock()
-		if mine {
-			cancel()
-			<-wk.done
-		}
+}
+
+// haltWebhookWorker stops wk's worker, if it runs, and waits for it;
+// hooks.mu is held.
+func (s *Store) haltWebhookWorker(wk *webhookWorker) {
+	if wk.cancel == nil {
+		return
 	}
+	wk.cancel()
+	<-wk.done
+	wk.cancel, wk.done = nil, nil
 }
 
 // webhookLeaseRetry is how often a process without the lease tries to

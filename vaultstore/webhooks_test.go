@@ -677,3 +677,24 @@ func TestWebhookDeliveryOneNodeAtATime(t *testing.T) {
 		t.Errorf("%d events delivered, want 25", len(seen))
 	}
 }
+
+// A configuration that starts and then stops without the old one having
+// stopped (its start failed elsewhere) gives delivery back to the old one.
+func TestWebhookWorkerRestoredWhenNewerStops(t *testing.T) {
+	w := newWHWorld(t)
+	w.hook(t, "token.created")
+	old := newRecorder(nil)
+	stopOld := w.s.StartWebhookDelivery(WebhookDeliveryConfig{Deliver: old.deliver, Poll: 10 * time.Millisecond})
+	defer stopOld()
+	failed := newRecorder(nil)
+	stopFailed := w.s.StartWebhookDelivery(WebhookDeliveryConfig{Deliver: failed.deliver, Poll: 10 * time.Millisecond})
+	stopFailed()
+	stopFailed() // twice is harmless
+	if _, err := w.s.CreateToken(w.ctx, w.req(), TokenInput{Type: "token", Data: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	waitDelivered(t, old, 1)
+	if n := len(failed.attempts()); n != 0 {
+		t.Fatalf("the stopped configuration delivered %d events", n)
+	}
+}

@@ -12,8 +12,6 @@ package vaultstore
 // line lost as a gap.
 
 import (
-	"bytes"
-	"encoding/json"
 	"sync"
 	"sync/atomic"
 
@@ -78,51 +76,43 @@ func (e *auditExporter) close() {
 }
 
 // auditFields are the zap fields of an exported record: the record's own
-// fields under their JSON names, read from its canonical encoding so that
-// a field added to AuditRecord is exported too, then its sequence number
-// and MAC. Never data: the record holds none.
+// fields under their JSON names, in the order of its canonical encoding
+// (AuditRecord.appendRecord, which leaves out the same empty ones), then
+// its sequence number and MAC. Never data: the record holds none. They
+// are built from the record's members, not by decoding its encoding again:
+// this runs for every audited read and proxied call, and the round trip
+// through encoding/json was 9% of a proxied call's CPU.
+// TestAuditExportMatchesRecord keeps the list whole.
 func auditFields(r *ChainedAuditRecord) []zap.Field {
+	rec := &r.AuditRecord
 	f := make([]zap.Field, 0, 16)
-	canonical, err := r.AuditRecord.appendRecord(nil)
-	if err == nil {
-		var fields map[string]json.RawMessage
-		dec := json.NewDecoder(bytes.NewReader(canonical))
-		if err = dec.Decode(&fields); err == nil {
-			f = appendRecordFields(f, canonical, fields)
-		}
+	f = append(f, zap.String("id", rec.ID), zap.String("tenant_id", rec.TenantID))
+	f = appendNonEmpty(f, "actor_id", rec.ActorID)
+	f = appendNonEmpty(f, "actor_type", rec.ActorType)
+	f = append(f, zap.String("entity_type", rec.EntityType))
+	f = appendNonEmpty(f, "entity_id", rec.EntityID)
+	f = append(f, zap.String("operation", rec.Operation))
+	f = appendNonEmpty(f, "message", rec.Message)
+	created := ""
+	if rec.CreatedAt != nil {
+		created = string(rec.CreatedAt.AppendFormat(nil, timestampLayout))
 	}
+	f = append(f, zap.String("created_at", created))
+	if len(rec.TokenIDs) > 0 {
+		f = append(f, zap.Strings("token_ids", rec.TokenIDs))
+	}
+	f = appendNonEmpty(f, "destination_host", rec.Destination)
+	f = appendNonEmpty(f, "authorized_by", rec.AuthorizedBy)
 	return append(f, zap.Uint64("seq", r.Seq), zap.String("prev", r.Prev), zap.String("mac", r.MAC))
 }
 
-// appendRecordFields adds fields in the order canonical holds them:
-// strings as strings, lists of strings as lists.
-func appendRecordFields(f []zap.Field, canonical []byte, fields map[string]json.RawMessage) []zap.Field {
-	dec := json.NewDecoder(bytes.NewReader(canonical))
-	if _, err := dec.Token(); err != nil { // {
+// appendNonEmpty adds a string field that the record's encoding leaves
+// out when empty.
+func appendNonEmpty(f []zap.Field, name, v string) []zap.Field {
+	if v == "" {
 		return f
 	}
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return f
-		}
-		name, _ := t.(string)
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return f
-		}
-		var s string
-		var list []string
-		switch {
-		case json.Unmarshal(raw, &s) == nil:
-			f = append(f, zap.String(name, s))
-		case json.Unmarshal(raw, &list) == nil:
-			f = append(f, zap.Strings(name, list))
-		default:
-			f = append(f, zap.Any(name, fields[name]))
-		}
-	}
-	return f
+	return append(f, zap.String(name, v))
 }
 
 // AuditExport is a logger set with SetAuditExport.

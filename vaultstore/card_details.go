@@ -99,7 +99,7 @@ var iinRanges = []iinRange{
 	{"3095", "3095", BrandDinersClub},
 	{"38", "39", BrandDinersClub},
 	{"62", "62", BrandUnionPay},
-	{"81", "81", BrandUnionPay},
+	{"8100", "8171", BrandUnionPay},
 	{"5018", "5018", BrandMaestro},
 	{"5020", "5020", BrandMaestro},
 	{"5038", "5038", BrandMaestro},
@@ -107,6 +107,8 @@ var iinRanges = []iinRange{
 	{"6304", "6304", BrandMaestro},
 	{"6759", "6759", BrandMaestro},
 	{"6761", "6763", BrandMaestro},
+	{"676770", "676770", BrandMaestro}, // Maestro UK
+	{"676774", "676774", BrandMaestro},
 }
 
 // CardBrand returns the brand of a card number or BIN by the published

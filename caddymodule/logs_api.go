@@ -126,6 +126,7 @@ var logEntityTypes = []entityType{
 	{"Hostname", "hostname"},
 	{"Proxy", "proxy"},
 	{"Reactor", "reactor"},
+	{"Session", "session"},
 	{"Tenant", "tenant"},
 	{"Token", "token"},
 	{"Token Intent", "token-intent"},

@@ -235,10 +235,11 @@ func (h *API) serve(w http.ResponseWriter, r *http.Request) (operation, tenantID
 	if err := checkQuery(r.URL.RawQuery); err != nil {
 		return fail(err)
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
+	r.Body = http.MaxBytesReader(w, r.Body, h.bodyLimit(rt))
 	c := &call{w: w, r: r, params: params, principal: p, store: store, api: h}
 	run := rt.handle
-	if key := r.Header.Get(h.headers.idempotencyKey); key != "" && (r.Method == http.MethodPost || r.Method == http.MethodPut || r.Method == http.MethodPatch) {
+	// a document upload is streamed, never buffered: it takes no idempotency key
+	if key := r.Header.Get(h.headers.idempotencyKey); key != "" && (r.Method == http.MethodPost || r.Method == http.MethodPut || r.Method == http.MethodPatch) && h.bodyLimit(rt) == maxBodyBytes {
 		run = func(c *call) error { return h.idempotent(c, key, rt.handle) }
 	}
 	if err := run(c); err != nil {
@@ -321,6 +322,16 @@ func (h *API) apiRoutes() []route {
 		{http.MethodPost, "/reactors/{id}/react", "reactor:invoke", react},
 		{http.MethodPost, "/reactors/{id}/react-async", "reactor:invoke", reactAsync},
 		{http.MethodGet, "/reactors/{id}/results/{request_id}", "reactor:invoke", reactionResult},
+
+		{http.MethodPost, "/keys", "keys:create", createClientKey},
+		{http.MethodGet, "/keys", "keys:read", listClientKeys},
+		{http.MethodGet, "/keys/{id}", "keys:read", getClientKey},
+		{http.MethodDelete, "/keys/{id}", "keys:delete", deleteClientKey},
+
+		{http.MethodPost, "/documents", "documents:create", uploadDocument},
+		{http.MethodGet, "/documents/{id}", "documents:read", getDocument},
+		{http.MethodGet, "/documents/{id}/data", "documents:reveal", getDocumentData},
+		{http.MethodDelete, "/documents/{id}", "documents:delete", deleteDocument},
 
 		{http.MethodPost, "/proxies", "proxy:create", createProxy},
 		{http.MethodGet, "/proxies", "proxy:read", listProxies},

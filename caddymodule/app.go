@@ -112,6 +112,11 @@ type App struct {
 	// answer. Default: each node limits on its own.
 	RateLimitRedis *RateLimitRedis `json:"rate_limit_redis,omitempty"`
 
+	// DocumentMaxSize is the largest document POST /documents accepts, in
+	// bytes; larger ones are refused with 413. Default: 25 MB
+	// (vaultstore.DefaultDocumentMaxBytes).
+	DocumentMaxSize int64 `json:"document_max_size,omitempty"`
+
 	// Webhooks tunes webhook delivery (retries, timeout).
 	Webhooks *WebhooksConfig `json:"webhooks,omitempty"`
 
@@ -314,6 +319,9 @@ func (a *App) Validate() error {
 	}
 	if err := a.RateLimitRedis.validate(); err != nil {
 		return err
+	}
+	if a.DocumentMaxSize < 0 {
+		return errors.New("document_max_size must not be negative")
 	}
 	if err := a.Webhooks.validate(); err != nil {
 		return err

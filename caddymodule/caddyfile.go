@@ -47,6 +47,7 @@ func parseGlobalVault(d *caddyfile.Dispenser, existing any) (any, error) {
 //	    audit_sync      deferred|strict
 //	    metrics_per_tenant on|off
 //	    header_prefix   <prefix>
+//	    document_max_size <size>
 //	    transforms {
 //	        min_workers <n>
 //	        max_workers <n>
@@ -160,6 +161,12 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			a.MasterKeyFile = value
 		case "header_prefix":
 			a.HeaderPrefix = value
+		case "document_max_size":
+			n, err := humanize.ParseBytes(value)
+			if err != nil || n == 0 || n > 1<<40 {
+				return d.Errf("document_max_size: %q is not a size such as 25MB", value)
+			}
+			a.DocumentMaxSize = int64(n)
 		case "metrics_per_tenant":
 			on, err := parseOnOff(value)
 			if err != nil {

@@ -123,6 +123,8 @@ type entityType struct {
 var logEntityTypes = []entityType{
 	{"Application", "application"},
 	{"API Key", "key"},
+	{"Client Encryption Key", "client-key"},
+	{"Document", "document"},
 	{"Hostname", "hostname"},
 	{"Proxy", "proxy"},
 	{"Reactor", "reactor"},

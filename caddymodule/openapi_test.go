@@ -681,6 +681,31 @@ func TestOpenAPITraffic(t *testing.T) {
 	want(e.do(mgmt, http.MethodDelete, "/webhooks/"+hookID, nil), http.StatusNoContent, "delete webhook")
 	want(e.do(mgmt, http.MethodGet, "/webhooks/"+hookID, nil), http.StatusNotFound, "get deleted webhook")
 
+	// client encryption keys and documents
+	ck := want(e.do(mgmt, http.MethodPost, "/keys", `{}`, "Content-Type", "application/json-patch+json"), http.StatusCreated, "create client key")
+	ckID := tvStr(ck.body, "key_id")
+	want(e.do(mgmt, http.MethodPost, "/keys", map[string]any{"expires_at": "2000-01-01T00:00:00Z"}), http.StatusBadRequest, "client key expiring in the past")
+	want(e.do(reveal, http.MethodGet, "/keys", nil), http.StatusForbidden, "client keys without keys:read")
+	want(e.do(mgmt, http.MethodGet, "/keys", nil), http.StatusOK, "list client keys")
+	want(e.do(mgmt, http.MethodGet, "/keys/"+ckID, nil), http.StatusOK, "get client key")
+	want(e.do(mgmt, http.MethodDelete, "/keys/"+ckID, nil), http.StatusNoContent, "delete client key")
+	want(e.do(mgmt, http.MethodGet, "/keys/"+ckID, nil), http.StatusNotFound, "get deleted client key")
+	files := docApp(t, e, "files", "documents:create", "documents:read", "documents:reveal", "documents:delete")
+	dct, dbody := multipartDoc(t, []byte("%PDF-1.7 mandate"), "application/octet-stream", `{"metadata":{"kind":"mandate"}}`)
+	docID := tvStr(want(e.do(files, http.MethodPost, "/documents", dbody, "Content-Type", dct), http.StatusCreated, "upload document").body, "id")
+	want(e.do(files, http.MethodPost, "/documents", `{}`), http.StatusUnsupportedMediaType, "document as JSON")
+	want(e.do(reveal, http.MethodPost, "/documents", dbody, "Content-Type", dct), http.StatusForbidden, "upload without documents:create")
+	want(e.do(files, http.MethodGet, "/documents/"+docID, nil), http.StatusOK, "get document")
+	dl := httptest.NewRequest(http.MethodGet, "/documents/"+docID+"/data", nil)
+	dl.Header.Set("SVC-API-KEY", e.keys[files])
+	dw := httptest.NewRecorder()
+	if err := e.h.ServeHTTP(dw, dl, nil); err != nil || dw.Code != http.StatusOK {
+		t.Errorf("download document: %d, %v", dw.Code, err)
+	}
+	checker.check(dl, nil, dw)
+	want(e.do(files, http.MethodDelete, "/documents/"+docID, nil), http.StatusNoContent, "delete document")
+	want(e.do(files, http.MethodGet, "/documents/"+docID+"/data", nil), http.StatusNotFound, "download deleted document")
+
 	// the audit record cannot be written: nothing is done or returned
 	faults.on.Store(true)
 	want(e.do(searcher, http.MethodGet, "/tokens/"+cardID, nil), http.StatusServiceUnavailable, "read without audit")

@@ -20,6 +20,9 @@ func createToken(c *call) error {
 	if err := c.decode(&in); err != nil {
 		return err
 	}
+	if err := c.decryptTokenData(&in.Data, "data"); err != nil {
+		return err
+	}
 	tok, err := c.store.CreateToken(c.ctx(), c.tokenRequest(), in)
 	if err != nil {
 		return err
@@ -238,6 +241,9 @@ func deleteToken(c *call) error {
 func tokenize(c *call) error {
 	v, err := c.decodeValue()
 	if err != nil {
+		return err
+	}
+	if err := c.decryptTokenizeData(v, "", 0); err != nil {
 		return err
 	}
 	out, err := c.store.Tokenize(c.ctx(), c.tokenRequest(), v)

@@ -16,8 +16,6 @@
 //   accountUpdater.jobs.*, accountUpdater.realTime.invoke  account updater: card networks
 //   agentic.*                          agentic commerce: networks and issuers
 //   applePay.*, googlePay.*            wallet tokens: wallet decryption, merchant certificates
-//   documents.*                        document storage (multipart uploads)
-//   keys.*                             client-side encryption keys (JWE `encrypted` tokens)
 //   networkTokens.*                    network tokenization: card networks
 //   tenants.connections.*, .invitations.*, .members.*, .merchants.*, .owner.get,
 //   .ownerTransfer, .securityContact.*         portal users, invitations, merchants
@@ -28,7 +26,9 @@
 // Card and bank details, enrichments.getcarddetails and tokenIntents.* are
 // exercised in node-sdk-details-intents.test.mjs; sessions.*,
 // reactors.reactAsync, reactors.results.get, roles.list and
-// applicationTemplates.* in node-sdk-sessions-async.test.mjs.
+// applicationTemplates.* in node-sdk-sessions-async.test.mjs; keys.*
+// (client-side encryption) and documents.* in
+// node-sdk-keys-documents.test.mjs.
 //
 // Not in this SDK at all (exercised in basis-theory-js.test.mjs): the v1
 // GET /tokens list and POST /tokens/search, and a proxy helper; proxies are

@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -20,7 +21,10 @@ func init() {
 // AdminAPI is the operator plane, mounted under /vault/ on Caddy's admin
 // endpoint (local by default): tenants are created, listed and deleted
 // here, never through the public API.
-type AdminAPI struct{}
+type AdminAPI struct {
+	ctx   caddy.Context
+	vault *App // this config's vault app; nil when it has none
+}
 
 // CaddyModule returns the Caddy module information.
 func (AdminAPI) CaddyModule() caddy.ModuleInfo {
@@ -28,6 +32,19 @@ func (AdminAPI) CaddyModule() caddy.ModuleInfo {
 		ID:  "admin.api.vault",
 		New: func() caddy.Module { return new(AdminAPI) },
 	}
+}
+
+// Provision keeps the config's context and its vault app, as Caddy's PKI
+// admin API does. Caddy provisions the admin routers with each config it
+// loads, before that config's apps start: a request waits for the vault's
+// Start (see vaultApp). An app that fails to load is not an error here:
+// the config's own load reports it.
+func (a *AdminAPI) Provision(ctx caddy.Context) error {
+	a.ctx = ctx
+	if app, err := ctx.AppIfConfigured("vault"); err == nil {
+		a.vault = app.(*App)
+	}
+	return nil
 }
 
 // Routes returns the admin routes.
@@ -42,10 +59,23 @@ func (a AdminAPI) Routes() []caddy.AdminRoute {
 	}
 }
 
-// runningStore returns the store of the running vault app (see
-// runningApp).
-func runningStore(r *http.Request) (*vaultstore.Store, error) {
-	app, err := runningApp(r.Context())
+// vaultApp returns the config's vault app once its Start has opened the
+// store, waiting for it as the API does (see App.waitStore): 503 when the
+// config has no vault app, or it failed, stopped or does not start in
+// time.
+func (a AdminAPI) vaultApp(ctx context.Context) (*App, error) {
+	if a.vault == nil {
+		return nil, caddy.APIError{HTTPStatus: http.StatusServiceUnavailable, Err: errors.New("the vault app is not configured")}
+	}
+	if _, err := a.vault.waitStore(ctx); err != nil {
+		return nil, err
+	}
+	return a.vault, nil
+}
+
+// store returns the store of the config's vault app (see vaultApp).
+func (a AdminAPI) store(r *http.Request) (*vaultstore.Store, error) {
+	app, err := a.vaultApp(r.Context())
 	if err != nil {
 		return nil, err
 	}
@@ -66,7 +96,7 @@ func (a AdminAPI) handleHealth(w http.ResponseWriter, r *http.Request) error {
 	if r.Method != http.MethodGet {
 		return methodNotAllowed(r)
 	}
-	app, err := runningApp(r.Context())
+	app, err := a.vaultApp(r.Context())
 	if err != nil {
 		return err
 	}
@@ -77,7 +107,7 @@ func (a AdminAPI) handleHealth(w http.ResponseWriter, r *http.Request) error {
 // handleTenants: POST /vault/tenants creates a tenant with a management
 // application and its key (shown once); GET lists tenants.
 func (a AdminAPI) handleTenants(w http.ResponseWriter, r *http.Request) error {
-	store, err := runningStore(r)
+	store, err := a.store(r)
 	if err != nil {
 		return err
 	}
@@ -109,7 +139,7 @@ func (a AdminAPI) handleTenants(w http.ResponseWriter, r *http.Request) error {
 // /vault/tenants/{id}/quotas (the quotas named change), and the tenant's
 // whitelabel hostnames under /vault/tenants/{id}/hostnames.
 func (a AdminAPI) handleTenant(w http.ResponseWriter, r *http.Request) error {
-	store, err := runningStore(r)
+	store, err := a.store(r)
 	if err != nil {
 		return err
 	}
@@ -219,7 +249,7 @@ func (a AdminAPI) handleMasterKey(w http.ResponseWriter, r *http.Request) error 
 	if r.Method != http.MethodPost {
 		return methodNotAllowed(r)
 	}
-	store, err := runningStore(r)
+	store, err := a.store(r)
 	if err != nil {
 		return err
 	}
@@ -271,4 +301,8 @@ func adminError(err error) error {
 }
 
 // Interface guards
-var _ caddy.AdminRouter = AdminAPI{}
+// Interface guards
+var (
+	_ caddy.Provisioner = (*AdminAPI)(nil)
+	_ caddy.AdminRouter = (*AdminAPI)(nil)
+)

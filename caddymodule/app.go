@@ -221,7 +221,6 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err := a.provisionRateLimitRedis(ctx); err != nil {
 		return err
 	}
-	trackApp(a)
 	return nil
 }
 
@@ -610,7 +609,6 @@ func (a *App) Stop() error {
 // a request still in flight gets an error from a closed store, never a
 // nil pointer.
 func (a *App) Cleanup() error {
-	untrackApp(a)
 	a.stopAuditExport()
 	var err error
 	if a.poolKey != "" {

@@ -2,13 +2,8 @@ package caddymodule
 
 import (
 	"context"
-	"errors"
 	"net/http"
-	"slices"
-	"sync"
 	"time"
-
-	"github.com/caddyserver/caddy/v2"
 
 	"github.com/tokenvault/tokenvault/vaultstore"
 )
@@ -72,19 +67,6 @@ func (a *App) waitStore(ctx context.Context) (*vaultstore.Store, error) {
 	}
 }
 
-// started reports whether Start opened the store and Stop has not been
-// called since.
-func (a *App) started() bool { return a.Store() != nil && !isClosed(a.stopped) }
-
-// starting reports whether the app is provisioned and its Start has not
-// run or not finished, nor failed.
-func (a *App) starting() bool {
-	if a.ready == nil || a.Store() != nil || isClosed(a.failed) {
-		return false
-	}
-	return a.ctx.Context == nil || a.ctx.Err() == nil
-}
-
 // isClosed reports whether ch is closed; a nil channel is not.
 func isClosed(ch chan struct{}) bool {
 	select {
@@ -92,64 +74,5 @@ func isClosed(ch chan struct{}) bool {
 		return true
 	default:
 		return false
-	}
-}
-
-// vaultApps are this process's vault apps that are provisioned and not
-// yet cleaned up, oldest first: one, or during a reload the running
-// config's and the next one's. The admin API finds its app here rather
-// than in caddy.ActiveContext(), which names a new config only once every
-// one of its apps has started.
-var vaultApps struct {
-	sync.Mutex
-	list []*App
-}
-
-// trackApp adds a provisioned app to vaultApps.
-func trackApp(a *App) {
-	vaultApps.Lock()
-	defer vaultApps.Unlock()
-	vaultApps.list = append(vaultApps.list, a)
-}
-
-// untrackApp removes a cleaned-up app from vaultApps.
-func untrackApp(a *App) {
-	vaultApps.Lock()
-	defer vaultApps.Unlock()
-	vaultApps.list = slices.DeleteFunc(vaultApps.list, func(x *App) bool { return x == a })
-}
-
-// currentApps returns the newest started app and the newest one still
-// starting (either may be nil).
-func currentApps() (started, starting *App) {
-	vaultApps.Lock()
-	defer vaultApps.Unlock()
-	for _, a := range slices.Backward(vaultApps.list) {
-		switch {
-		case started == nil && a.started():
-			started = a
-		case starting == nil && a.starting():
-			starting = a
-		}
-	}
-	return started, starting
-}
-
-// runningApp returns the running vault app for the admin API: the newest
-// started one, or, while none has started yet, the one starting once its
-// Start is done. 503 when there is none, or it does not start in time.
-func runningApp(ctx context.Context) (*App, error) {
-	for {
-		started, starting := currentApps()
-		if started != nil {
-			return started, nil
-		}
-		if starting == nil {
-			return nil, caddy.APIError{HTTPStatus: http.StatusServiceUnavailable, Err: errors.New("the vault app is not running")}
-		}
-		if _, err := starting.waitStore(ctx); err != nil && !errors.Is(err, errVaultNotRunning) {
-			return nil, caddy.APIError{HTTPStatus: http.StatusServiceUnavailable, Err: errors.New("the vault app is starting; retry the request")}
-		}
-		// started, or failed: look again
 	}
 }

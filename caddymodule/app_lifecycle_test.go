@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"io/fs"
 	"net/http"
@@ -197,9 +198,9 @@ func TestAppRequestsWaitForStart(t *testing.T) {
 				answered <- w.Code
 			}()
 			go func() {
-				app, err := runningApp(context.Background())
+				app, err := (AdminAPI{vault: a}).vaultApp(context.Background())
 				if err == nil && app != a {
-					err = errors.New("runningApp returned another app")
+					err = errors.New("the admin API returned another app")
 				}
 				admin <- err
 			}()
@@ -215,6 +216,63 @@ func TestAppRequestsWaitForStart(t *testing.T) {
 			}
 			if err := <-admin; (err == nil) != tt.start {
 				t.Errorf("admin API: %v", err)
+			}
+		})
+	}
+}
+
+// TestAdminAPIUsesItsConfigsVault: the admin API takes the vault app of
+// the config it is provisioned with, as Caddy's own admin APIs do; a
+// config without one answers 503 naming that.
+func TestAdminAPIUsesItsConfigsVault(t *testing.T) {
+	t.Setenv("TV_TEST_KEY", testKey(1))
+	tests := []struct {
+		name      string
+		apps      map[string]any
+		wantVault bool
+	}{
+		{"with a vault app", map[string]any{"vault": map[string]any{"storage": t.TempDir(), "master_key": "{env.TV_TEST_KEY}"}}, true},
+		{"without one", map[string]any{}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			raw, err := json.Marshal(map[string]any{"apps": tt.apps})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var cfg caddy.Config
+			if err := json.Unmarshal(raw, &cfg); err != nil {
+				t.Fatal(err)
+			}
+			// provisioned, never started: the vault app holds nothing
+			// that needs a cleanup
+			ctx, err := caddy.ProvisionContext(&cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			admin := new(AdminAPI)
+			if err := admin.Provision(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if !tt.wantVault {
+				if admin.vault != nil {
+					t.Fatal("the admin API found a vault app the config does not have")
+				}
+				w := httptest.NewRecorder()
+				if err := adminProblems(admin.handleHealth)(w, httptest.NewRequest(http.MethodGet, "/vault/health", nil)); err != nil {
+					t.Fatal(err)
+				}
+				if w.Code != http.StatusServiceUnavailable || !strings.Contains(w.Body.String(), "not configured") {
+					t.Errorf("health without a vault app: %d %s", w.Code, w.Body)
+				}
+				return
+			}
+			want, err := ctx.App("vault")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if admin.vault != want.(*App) {
+				t.Fatal("the admin API holds another vault app than its config's")
 			}
 		})
 	}

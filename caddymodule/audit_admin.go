@@ -30,7 +30,7 @@ func (a AdminAPI) handleAudit(w http.ResponseWriter, r *http.Request) error {
 	if r.Method != http.MethodGet {
 		return methodNotAllowed(r)
 	}
-	store, err := runningStore(r)
+	store, err := a.store(r)
 	if err != nil {
 		return err
 	}

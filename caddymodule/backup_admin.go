@@ -27,7 +27,7 @@ func (a AdminAPI) handleBackup(w http.ResponseWriter, r *http.Request) error {
 	if r.Method != http.MethodGet {
 		return methodNotAllowed(r)
 	}
-	app, err := runningApp(r.Context())
+	app, err := a.vaultApp(r.Context())
 	if err != nil {
 		return err
 	}

@@ -332,7 +332,7 @@ func TestBackupMetricFollowsBackups(t *testing.T) {
 	}
 	before := time.Now()
 	w := httptest.NewRecorder()
-	if err := (AdminAPI{}).handleBackup(w, httptest.NewRequest(http.MethodGet, "/vault/backup", nil)); err != nil || w.Code != http.StatusOK {
+	if err := (AdminAPI{vault: a}).handleBackup(w, httptest.NewRequest(http.MethodGet, "/vault/backup", nil)); err != nil || w.Code != http.StatusOK {
 		t.Fatalf("backup: %v %d", err, w.Code)
 	}
 	v, ok := value()

@@ -81,7 +81,7 @@ func TestAdminHealthShowsVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := httptest.NewRecorder()
-	if err := (AdminAPI{}).handleHealth(w, httptest.NewRequest(http.MethodGet, "/vault/health", nil)); err != nil {
+	if err := (AdminAPI{vault: a}).handleHealth(w, httptest.NewRequest(http.MethodGet, "/vault/health", nil)); err != nil {
 		t.Fatal(err)
 	}
 	var rep struct {

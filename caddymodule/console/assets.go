@@ -9,6 +9,7 @@ import (
 	"mime"
 	"path"
 	"strings"
+	"sync"
 )
 
 // files are the console's static files; assets/index.html is the page.
@@ -36,9 +37,15 @@ var contentTypes = map[string]string{
 	".md":   "text/plain; charset=utf-8",
 }
 
-// loadAssets reads every embedded file into memory, keyed by its path
-// below assets/ ("index.html", "js/app.js").
-func loadAssets() (map[string]asset, error) {
+// loadAssets returns every embedded file, keyed by its path below
+// assets/ ("index.html", "js/app.js"), read and hashed once per process:
+// a reload provisions the handler again without redoing it. The map is
+// never written after it is built.
+var loadAssets = sync.OnceValues(readAssets)
+
+// readAssets reads every embedded file into memory with its type and
+// ETag.
+func readAssets() (map[string]asset, error) {
 	out := map[string]asset{}
 	err := fs.WalkDir(files, "assets", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {

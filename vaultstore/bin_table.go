@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"regexp"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -63,12 +62,37 @@ var binTableColumns = []string{
 // list has a few hundred thousand).
 const MaxBINTableRows = 5_000_000
 
-var (
-	binTableKeyword = regexp.MustCompile(`^[a-z0-9_-]{1,40}$`)
-	binTableCode    = regexp.MustCompile(`^[A-Za-z0-9_-]{1,40}$`)
-	binTableAlpha2  = regexp.MustCompile(`^[A-Z]{2}$`)
-	binTableNumeric = regexp.MustCompile(`^[0-9]{3}$`)
-)
+// binTableKeyword reports a funding or segment value: a-z, 0-9, _ and -,
+// 1 to 40 bytes.
+func binTableKeyword(v string) bool {
+	return len(v) <= 40 && allBytes(v, func(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-' })
+}
+
+// binTableCode reports a product code: letters, digits, _ and -, 1 to 40
+// bytes.
+func binTableCode(v string) bool {
+	return len(v) <= 40 && allBytes(v, func(c byte) bool {
+		return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
+	})
+}
+
+// binTableAlpha2 reports an ISO 3166-1 alpha-2 code.
+func binTableAlpha2(v string) bool {
+	return len(v) == 2 && allBytes(v, func(c byte) bool { return c >= 'A' && c <= 'Z' })
+}
+
+// binTableNumeric reports an ISO 3166-1 numeric code.
+func binTableNumeric(v string) bool { return len(v) == 3 && isASCIIDigits(v) }
+
+// allBytes reports whether v is not empty and ok holds for each byte.
+func allBytes(v string, ok func(byte) bool) bool {
+	for i := 0; i < len(v); i++ {
+		if !ok(v[i]) {
+			return false
+		}
+	}
+	return v != ""
+}
 
 // LoadBINTable reads a BIN table from a CSV file (format: BINTable).
 func LoadBINTable(path string) (*BINTable, error) {
@@ -112,6 +136,16 @@ func ParseBINTable(r io.Reader) (*BINTable, error) {
 		return nil, errors.New("line 1: the bin column is required")
 	}
 	t := &BINTable{rows: map[string]binRow{}}
+	// the same funding, segment, product, issuer and country recur on
+	// many rows: each distinct value is kept once
+	interned := map[string]string{}
+	intern := func(v string) string {
+		if w, ok := interned[v]; ok {
+			return w
+		}
+		interned[v] = v
+		return v
+	}
 	for {
 		rec, err := cr.Read()
 		if errors.Is(err, io.EOF) {
@@ -123,11 +157,11 @@ func ParseBINTable(r io.Reader) (*BINTable, error) {
 		line, _ := cr.FieldPos(0)
 		cell := func(name string) string {
 			if i, ok := col[name]; ok {
-				return strings.TrimSpace(rec[i])
+				return intern(strings.TrimSpace(rec[i]))
 			}
 			return ""
 		}
-		bin := cell("bin")
+		bin := strings.TrimSpace(rec[col["bin"]]) // unique per row: not interned
 		if len(bin) < 6 || len(bin) > 8 || !isASCIIDigits(bin) {
 			return nil, fmt.Errorf("line %d: bin must be 6 to 8 digits", line)
 		}
@@ -157,14 +191,14 @@ func (r binRow) check() error {
 		ok          func(string) bool
 		want        string
 	}{
-		{"funding", r.funding, binTableKeyword.MatchString, "a-z, 0-9, _ and -, at most 40"},
-		{"segment", r.segment, binTableKeyword.MatchString, "a-z, 0-9, _ and -, at most 40"},
-		{"product_code", r.productCode, binTableCode.MatchString, "letters, digits, _ and -, at most 40"},
+		{"funding", r.funding, binTableKeyword, "a-z, 0-9, _ and -, at most 40"},
+		{"segment", r.segment, binTableKeyword, "a-z, 0-9, _ and -, at most 40"},
+		{"product_code", r.productCode, binTableCode, "letters, digits, _ and -, at most 40"},
 		{"product_name", r.productName, plainName, "printable text of at most 200 characters"},
 		{"issuer_name", r.issuerName, plainName, "printable text of at most 200 characters"},
-		{"issuer_country", r.country, binTableAlpha2.MatchString, "an ISO 3166-1 alpha-2 code such as US"},
+		{"issuer_country", r.country, binTableAlpha2, "an ISO 3166-1 alpha-2 code such as US"},
 		{"issuer_country_name", r.countryName, plainName, "printable text of at most 200 characters"},
-		{"issuer_country_numeric", r.countryNumeric, binTableNumeric.MatchString, "an ISO 3166-1 numeric code of 3 digits"},
+		{"issuer_country_numeric", r.countryNumeric, binTableNumeric, "an ISO 3166-1 numeric code of 3 digits"},
 	}
 	for _, c := range checks {
 		if c.value != "" && !c.ok(c.value) {

@@ -1,6 +1,7 @@
 package vaultstore
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -105,5 +106,42 @@ func TestLoadBINTable(t *testing.T) {
 	}
 	if _, err := LoadBINTable(bad); err == nil || !strings.Contains(err.Error(), bad) || !strings.Contains(err.Error(), "line 2") {
 		t.Errorf("a bad file: %v", err)
+	}
+}
+
+// binTableCSV returns a table of n rows of 8-digit BINs.
+func binTableCSV(n int) string {
+	var b strings.Builder
+	b.WriteString("bin,funding,segment,product_code,issuer_name,issuer_country,issuer_country_name,issuer_country_numeric\n")
+	for i := range n {
+		fmt.Fprintf(&b, "%08d,credit,consumer,F,Issuer %d,US,United States of America,840\n", 40000000+i, i%1000)
+	}
+	return b.String()
+}
+
+// BenchmarkParseBINTable reads a table of 200,000 rows (a commercial BIN
+// list's size) as a start does.
+func BenchmarkParseBINTable(b *testing.B) {
+	csv := binTableCSV(200_000)
+	b.SetBytes(int64(len(csv)))
+	for b.Loop() {
+		if _, err := ParseBINTable(strings.NewReader(csv)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkCardDetailsRead is what a read adds for a card: the BIN
+// table's lookup and the copy of the details.
+func BenchmarkCardDetailsRead(b *testing.B) {
+	table, err := ParseBINTable(strings.NewReader(binTableCSV(200_000)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	d, _ := deriveDetails(TokenTypeCard, map[string]any{"number": "4000012345678901"})
+	for b.Loop() {
+		if table.withBINTable(d).Funding != "credit" {
+			b.Fatal("no funding")
+		}
 	}
 }

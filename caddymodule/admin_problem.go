@@ -7,6 +7,8 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
+
+	"github.com/tokenvault/tokenvault/internal/redact"
 )
 
 // adminFailure is a vault error on an admin route, mapped to the problem
@@ -50,7 +52,7 @@ func adminProblems(h caddy.AdminHandlerFunc) caddy.AdminHandlerFunc {
 			if msg == "" && ae.Err != nil {
 				msg = ae.Err.Error()
 			}
-			p = newProblem(status, scrubDigits(msg))
+			p = newProblem(status, redact.Text(msg))
 		default:
 			p = problemFor(err)
 		}

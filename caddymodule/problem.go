@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tokenvault/tokenvault/egress"
+	"github.com/tokenvault/tokenvault/internal/redact"
 	"github.com/tokenvault/tokenvault/vaultstore"
 	"github.com/tokenvault/tokenvault/vaultstore/strictjson"
 )
@@ -64,60 +65,20 @@ const unauthenticatedDetail = "a valid API key is required"
 // codes.
 func problemFor(err error) problem {
 	p := rawProblemFor(err)
-	p.Detail = scrubDigits(p.Detail)
+	p.Detail = redact.Text(p.Detail)
 	if len(p.Errors) > 0 {
 		scrubbed := make(map[string][]string, len(p.Errors))
 		for field, msgs := range p.Errors {
 			out := make([]string, len(msgs))
 			for i, m := range msgs {
-				out[i] = scrubDigits(m)
+				out[i] = redact.Text(m)
 			}
-			f := scrubDigits(field)
+			f := redact.Text(field)
 			scrubbed[f] = append(scrubbed[f], out...)
 		}
 		p.Errors = scrubbed
 	}
 	return p
-}
-
-// minScrubbedDigits is the shortest run of digits scrubbed from error
-// texts: shorter than any card or usual account number, longer than the
-// limits the vault's own messages quote.
-const minScrubbedDigits = 7
-
-// scrubDigits replaces every run of at least minScrubbedDigits digits
-// (spaces and dashes between them included) with "…". Field paths and
-// messages can echo what a caller sent, such as a member name; a card
-// number sent as one must not come back or reach a log.
-func scrubDigits(s string) string {
-	var b strings.Builder
-	changed := false
-	for i := 0; i < len(s); {
-		if s[i] < '0' || s[i] > '9' {
-			b.WriteByte(s[i])
-			i++
-			continue
-		}
-		j, digits, end := i, 0, i
-		for j < len(s) && (s[j] >= '0' && s[j] <= '9' || s[j] == ' ' || s[j] == '-') {
-			if s[j] >= '0' && s[j] <= '9' {
-				digits++
-				end = j + 1
-			}
-			j++
-		}
-		if digits >= minScrubbedDigits {
-			b.WriteString("…")
-			changed = true
-		} else {
-			b.WriteString(s[i:end])
-		}
-		i = end
-	}
-	if !changed {
-		return s
-	}
-	return b.String()
 }
 
 func rawProblemFor(err error) problem {
@@ -199,10 +160,10 @@ func writeProblem(w http.ResponseWriter, logger *zap.Logger, traceID string, err
 	_ = json.NewEncoder(w).Encode(p)
 }
 
-// scrubbedError is err as a log field, with long digit runs removed:
+// scrubbedError is err as a log field, redacted (internal/redact):
 // errors can carry tenant-controlled text (a transform's thrown message).
 func scrubbedError(err error) zap.Field {
-	return zap.String("error", scrubDigits(err.Error()))
+	return zap.String("error", redact.Text(err.Error()))
 }
 
 // writeJSON sends v with status, as a json.Encoder writes it; a token and

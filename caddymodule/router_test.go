@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/tokenvault/tokenvault/internal/redact"
 )
 
 func TestRouterMatch(t *testing.T) {
@@ -63,26 +65,16 @@ func TestRouterMatch(t *testing.T) {
 	}
 }
 
+// TestProblemScrubsDigits: a problem's detail, field paths and messages
+// go through the redaction policy (internal/redact, whose tests hold the
+// boundary cases), so a card number a caller sent as a member name does
+// not come back.
 func TestProblemScrubsDigits(t *testing.T) {
-	tests := []struct{ in, want string }{
-		{"duplicate member name \"4242424242424242\"", "duplicate member name \"…\""},
-		{"4242 4242-4242 4242.data.number", "….data.number"},
-		{"must be 3 to 400 characters long", "must be 3 to 400 characters long"},
-		{"more than 100000 values", "more than 100000 values"},
-		{"id 12-34", "id 12-34"},
-		{"", ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.in, func(t *testing.T) {
-			if got := scrubDigits(tt.in); got != tt.want {
-				t.Fatalf("scrubDigits(%q) = %q, want %q", tt.in, got, tt.want)
-			}
-		})
-	}
 	p := problemFor(errField("metadata.4111111111111111", "bad 4111111111111111"))
-	for f, msgs := range p.Errors {
-		if strings.Contains(f+strings.Join(msgs, ""), "4111111111111111") {
-			t.Fatalf("problem keeps the digits: %+v", p)
-		}
+	if msgs := p.Errors["metadata."+redact.Mark]; len(p.Errors) != 1 || len(msgs) != 1 || msgs[0] != "bad "+redact.Mark {
+		t.Fatalf("problem errors %v, want metadata.%s: [bad %s]", p.Errors, redact.Mark, redact.Mark)
+	}
+	if strings.Contains(p.Detail, "4111111111111111") {
+		t.Fatalf("problem detail keeps the digits: %q", p.Detail)
 	}
 }

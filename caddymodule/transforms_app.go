@@ -12,6 +12,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
+	"github.com/tokenvault/tokenvault/internal/redact"
 	"github.com/tokenvault/tokenvault/transforms"
 	"github.com/tokenvault/tokenvault/vaultstore"
 )
@@ -125,7 +126,7 @@ func (a *App) startTransforms() error {
 			Logger: func(meta map[string]string, line string) {
 				if c := logger.Check(zap.DebugLevel, "console"); c != nil {
 					c.Write(zap.String("tenant_id", meta["tenant_id"]), zap.String("entity", meta["entity"]),
-						zap.String("entity_id", meta["entity_id"]), zap.String("line", scrubDigits(line)))
+						zap.String("entity_id", meta["entity_id"]), zap.String("line", redact.Text(line)))
 				}
 			},
 		})
@@ -163,7 +164,7 @@ func (a *App) checkCode(ctx context.Context, tenantID, field, code string, v *va
 	}
 	var te *transforms.Error
 	if errors.As(err, &te) && (te.Kind == transforms.KindInvalidCode || te.Kind == transforms.KindModule) {
-		v.Add(field, scrubDigits(te.Message))
+		v.Add(field, redact.Text(te.Message))
 		return
 	}
 	v.Add(field, "the code could not be checked: "+transformErrorText(err))
@@ -173,7 +174,7 @@ func (a *App) checkCode(ctx context.Context, tenantID, field, code string, v *va
 func transformErrorText(err error) string {
 	var te *transforms.Error
 	if errors.As(err, &te) {
-		return te.Kind + ": " + scrubDigits(te.Message)
+		return te.Kind + ": " + redact.Text(te.Message)
 	}
 	return "the sandbox failed"
 }

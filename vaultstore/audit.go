@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/tokenvault/tokenvault/internal/redact"
 )
 
 // Actor types of audit records.
@@ -117,31 +119,9 @@ func byActor(actorID, entityType, entityID, operation, message string) *AuditRec
 	return rec
 }
 
-// auditTokenID is a token id as audit records name it: an id that could
-// be data (a run of 13 or more digits, the length of a card number) is
-// not recorded.
-func auditTokenID(id string) string {
-	run := 0
-	for i := 0; i < len(id); i++ {
-		if id[i] >= '0' && id[i] <= '9' {
-			if run++; run >= 13 {
-				return "(id not shown)"
-			}
-		} else {
-			run = 0
-		}
-	}
-	return id
-}
-
-// auditTokenIDs applies auditTokenID to each id.
-func auditTokenIDs(ids []string) []string {
-	out := make([]string, len(ids))
-	for i, id := range ids {
-		out[i] = auditTokenID(id)
-	}
-	return out
-}
+// auditTokenID is a token id as audit records and webhook payloads name
+// it: withheld when it could be data (see internal/redact).
+func auditTokenID(id string) string { return redact.ID(id) }
 
 // recordAccess writes the audit record of a read or a detokenization and
 // marks the tokens used active this month, in one transaction shared with
@@ -222,7 +202,7 @@ func (e *pendingPut) put(w Writer) error {
 func (s *Store) sealAudit(tk *tenantKeys, t *Tenant, rec *AuditRecord) (*pendingPut, error) {
 	now := s.now()
 	rec.ID, rec.TenantID, rec.CreatedAt = uuid.NewString(), t.ID, stamp(now)
-	rec.EntityID, rec.TokenIDs = auditTokenID(rec.EntityID), auditTokenIDs(rec.TokenIDs)
+	rec.EntityID, rec.TokenIDs = auditTokenID(rec.EntityID), redact.IDs(rec.TokenIDs)
 	slot := auditSlot(now, binary.BigEndian.Uint64(randomBytes(8)))
 	return &pendingPut{chain: &chainedPut{tk: tk, tenantID: t.ID, slot: slot, rec: rec}}, nil
 }

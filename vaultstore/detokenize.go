@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tokenvault/tokenvault/internal/redact"
 	"github.com/tokenvault/tokenvault/vaultstore/expr"
 	"github.com/tokenvault/tokenvault/vaultstore/strictjson"
 )
@@ -285,21 +286,13 @@ func (s *Store) commitDetokenize(ctx context.Context, exp *auditExpectation, ten
 }
 
 // displayTokenID quotes a token id for an error message, unless it does
-// not look like an id or could be data (a run of 13 or more digits, the
-// length of a card number; a UUID never has one).
+// not look like an id or could be data (see internal/redact).
 func displayTokenID(id string) string {
 	if ValidateTokenID(id) != nil {
 		return "(not a valid token id)"
 	}
-	run := 0
-	for i := 0; i < len(id); i++ {
-		if id[i] >= '0' && id[i] <= '9' {
-			if run++; run >= 13 {
-				return "(id not shown)"
-			}
-		} else {
-			run = 0
-		}
+	if redact.Holds(id) {
+		return redact.Withheld
 	}
 	return strconv.Quote(id)
 }

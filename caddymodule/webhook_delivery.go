@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"time"
@@ -137,6 +138,10 @@ func (a *App) deliverWebhook(ctx context.Context, d *vaultstore.WebhookDelivery)
 		}
 		if errors.Is(err, context.DeadlineExceeded) {
 			return errors.New("the receiver did not answer in time")
+		}
+		var oe *net.OpError
+		if errors.As(err, &oe) && oe.Err != nil {
+			err = oe.Err // without the address
 		}
 		return fmt.Errorf("connecting to the receiver: %w", err)
 	}

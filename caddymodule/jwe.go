@@ -5,9 +5,9 @@ import (
 	"crypto"
 	"encoding/base64"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"io"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -19,10 +19,12 @@ import (
 )
 
 // Token data may arrive encrypted to one of the tenant's client
-// encryption keys (POST /keys), as the vendor's Elements encrypt it: a
-// compact JWE with "alg": "ECDH-ES" (direct key agreement on X25519),
-// "enc": "A256GCM" and the key's id as "kid". The data is decrypted here,
-// before any validation, and then handled as if it had come in clear.
+// encryption keys (POST /keys), as the vendor's Elements encrypt it: in
+// the request's "encrypted" member (the official SDKs' name for it, in
+// place of "data"), a compact JWE with "alg": "ECDH-ES" (direct key
+// agreement on X25519), "enc": "A256GCM" and the key's id as "kid", whose
+// plaintext is the data. It is decrypted here, before any validation, and
+// then handled as if it had come in clear as "data".
 //
 // go-jose parses the JWE, allows only those two algorithms (so none,
 // RSA1_5, dir and every other alg or enc is refused before any key is
@@ -42,51 +44,51 @@ const jweUndecryptable = "could not be decrypted"
 // errJWE is any reason a JWE does not open; never shown.
 var errJWE = errors.New("jwe does not open")
 
-// looksLikeJWE reports whether s has the shape of a compact JWE: five
-// base64url parts, the first a JSON object naming an "enc". Data in clear
-// that is such a string cannot be stored as a token.
-func looksLikeJWE(s string) bool {
-	if strings.Count(s, ".") != 4 || len(s) < 16 {
-		return false
-	}
-	head, _, _ := strings.Cut(s, ".")
-	raw, err := base64.RawURLEncoding.DecodeString(head)
-	if err != nil || len(raw) == 0 || raw[0] != '{' {
-		return false
-	}
-	var h map[string]json.RawMessage
-	if json.Unmarshal(raw, &h) != nil {
-		return false
-	}
-	_, ok := h["enc"]
-	return ok
+// encryptedBody is the member that carries encrypted token data in a
+// token-create body, as the official SDKs name it.
+type encryptedBody struct {
+	Encrypted *string `json:"encrypted"`
 }
 
-// decryptTokenData replaces *data with what it decrypts to when it is a
-// compact JWE; field names it in a refusal.
-func (c *call) decryptTokenData(data *any, field string) error {
-	s, ok := (*data).(string)
-	if !ok || !looksLikeJWE(s) {
+// encryptedData reads the "encrypted" member of a token-create body, if
+// it has one, and returns the data it decrypts to in place of *data;
+// prefix names the body's place in a refusal ("" for a whole body).
+func (c *call) encryptedData(encrypted *string, data *any, prefix string) error {
+	if encrypted == nil {
 		return nil
 	}
-	plain, err := decryptJWE(c.ctx(), c.store, c.tenantID(), s)
+	if *data != nil {
+		return errField(prefix+"encrypted", "give either data or encrypted, not both")
+	}
+	plain, err := decryptJWE(c.ctx(), c.store, c.tenantID(), *encrypted)
 	if err != nil {
 		if errors.Is(err, errJWE) {
-			return errField(field, jweUndecryptable)
+			return errField(prefix+"encrypted", jweUndecryptable)
 		}
 		return err // the storage's own failure
 	}
 	defer clear(plain)
 	v, err := decryptedValue(plain)
 	if err != nil {
-		return errField(field, jweUndecryptable)
+		return errField(prefix+"encrypted", jweUndecryptable)
 	}
 	*data = v
 	return nil
 }
 
-// decryptTokenizeData decrypts the data of every token-create object in
-// a /tokenize body, naming each by its path.
+// decryptTokenBody reads the "encrypted" member of a POST /tokens body
+// (already decoded into in) and puts what it decrypts to in in.Data.
+func (c *call) decryptTokenBody(body []byte, data *any) error {
+	var enc encryptedBody
+	if err := strictjson.Decode(body, &enc, strictjson.DefaultLimits); err != nil {
+		return err
+	}
+	return c.encryptedData(enc.Encrypted, data, "")
+}
+
+// decryptTokenizeData decrypts, in a /tokenize body, every token-create
+// object that has a type and an "encrypted" member, naming each by its
+// path in a refusal.
 func (c *call) decryptTokenizeData(v any, path string, depth int) error {
 	if depth > strictjson.DefaultMaxDepth {
 		return nil // the store refuses the body for its depth
@@ -94,11 +96,20 @@ func (c *call) decryptTokenizeData(v any, path string, depth int) error {
 	switch x := v.(type) {
 	case map[string]any:
 		if _, hasType := x["type"]; hasType {
-			if d, hasData := x["data"]; hasData {
-				if err := c.decryptTokenData(&d, path+"data"); err != nil {
+			if enc, ok := x["encrypted"]; ok {
+				s, isString := enc.(string)
+				if !isString {
+					return errField(path+"encrypted", "encrypted must be a compact JWE string")
+				}
+				data := x["data"]
+				if err := c.encryptedData(&s, &data, path); err != nil {
 					return err
 				}
-				x["data"] = d
+				delete(x, "encrypted")
+				x["data"] = data
+				return nil
+			}
+			if _, hasData := x["data"]; hasData {
 				return nil
 			}
 		}
@@ -108,8 +119,8 @@ func (c *call) decryptTokenizeData(v any, path string, depth int) error {
 			}
 		}
 	case []any:
-		for _, sub := range x {
-			if err := c.decryptTokenizeData(sub, path, depth+1); err != nil {
+		for i, sub := range x {
+			if err := c.decryptTokenizeData(sub, path+"["+strconv.Itoa(i)+"].", depth+1); err != nil {
 				return err
 			}
 		}

@@ -86,14 +86,14 @@ func TestJWETokenCreate(t *testing.T) {
 	e := newTokenEnv(t, false, false)
 	k := createJWEKey(t, e, tvRoleMgmt)
 	card := `{"number":"` + tvCard + `","expiration_month":12,"expiration_year":2099}`
-	r := e.create(tvRoleReveal, map[string]any{"type": "card", "data": elementsJWE(t, k, card)})
+	r := e.create(tvRoleReveal, map[string]any{"type": "card", "encrypted": elementsJWE(t, k, card)})
 	tvWantStatus(t, r, http.StatusCreated, "POST /tokens with JWE data")
 	got := e.do(tvRoleReveal, http.MethodGet, "/tokens/"+tvStr(r.body, "id"), nil)
 	if tvStr(got.body, "data", "number") != tvCard {
 		t.Errorf("the decrypted card was not stored: %s", got.raw)
 	}
 	// a string payload is the string itself, not JSON
-	r = e.create(tvRoleReveal, map[string]any{"type": "token", "data": elementsJWE(t, k, "123-45-6789")})
+	r = e.create(tvRoleReveal, map[string]any{"type": "token", "encrypted": elementsJWE(t, k, "123-45-6789")})
 	tvWantStatus(t, r, http.StatusCreated, "POST /tokens with a JWE string")
 	got = e.do(tvRoleReveal, http.MethodGet, "/tokens/"+tvStr(r.body, "id"), nil)
 	if tvStr(got.body, "data") != "123-45-6789" {
@@ -101,11 +101,11 @@ func TestJWETokenCreate(t *testing.T) {
 	}
 	// decrypted data is validated like data in clear
 	bad := `{"number":"4242424242424241","expiration_month":12,"expiration_year":2099}`
-	tvWantProblem(t, e.do(tvRoleReveal, http.MethodPost, "/tokens", map[string]any{"type": "card", "data": elementsJWE(t, k, bad)}), http.StatusBadRequest, "a decrypted card failing Luhn", "data.number")
+	tvWantProblem(t, e.do(tvRoleReveal, http.MethodPost, "/tokens", map[string]any{"type": "card", "encrypted": elementsJWE(t, k, bad)}), http.StatusBadRequest, "a decrypted card failing Luhn", "data.number")
 	// /tokenize: each token-create object's data, by its path
 	r = e.do(tvRoleReveal, http.MethodPost, "/tokenize", map[string]any{
-		"card":   map[string]any{"type": "card", "data": elementsJWE(t, k, card)},
-		"nested": []any{map[string]any{"type": "token", "data": elementsJWE(t, k, `{"ssn":"123-45-6789"}`)}},
+		"card":   map[string]any{"type": "card", "encrypted": elementsJWE(t, k, card)},
+		"nested": []any{map[string]any{"type": "token", "encrypted": elementsJWE(t, k, `{"ssn":"123-45-6789"}`)}},
 	})
 	tvWantStatus(t, r, http.StatusOK, "POST /tokenize with JWE data")
 	got = e.do(tvRoleReveal, http.MethodGet, "/tokens/"+tvStr(r.body, "nested", 0, "id"), nil)
@@ -113,12 +113,32 @@ func TestJWETokenCreate(t *testing.T) {
 		t.Errorf("tokenized JWE: %s / %s", r.raw, got.raw)
 	}
 	r = e.do(tvRoleReveal, http.MethodPost, "/tokenize", map[string]any{
-		"card": map[string]any{"type": "card", "data": craftedJWE(map[string]any{"alg": "ECDH-ES", "enc": "A256GCM", "kid": k.id})},
+		"card": map[string]any{"type": "card", "encrypted": craftedJWE(map[string]any{"alg": "ECDH-ES", "enc": "A256GCM", "kid": k.id})},
 	})
-	tvWantProblem(t, r, http.StatusBadRequest, "tokenize with a bad JWE", "card.data")
+	tvWantProblem(t, r, http.StatusBadRequest, "tokenize with a bad JWE", "card.encrypted")
+	// data and encrypted together are refused; a string in data that looks
+	// like a JWE is data like any other
+	tvWantProblem(t, e.do(tvRoleReveal, http.MethodPost, "/tokens", map[string]any{"type": "token", "data": "x", "encrypted": elementsJWE(t, k, "y")}),
+		http.StatusBadRequest, "data and encrypted", "encrypted")
+	jweString := elementsJWE(t, k, "z")
+	r = e.create(tvRoleReveal, map[string]any{"type": "token", "data": jweString})
+	got = e.do(tvRoleReveal, http.MethodGet, "/tokens/"+tvStr(r.body, "id"), nil)
+	if tvStr(got.body, "data") != jweString {
+		t.Errorf("a JWE-shaped string in data was changed: %s", got.raw)
+	}
+	// token intents take encrypted data the same way
+	web := docApp(t, e, "web", "token-intent:create")
+	r = e.do(web, http.MethodPost, "/token-intents", map[string]any{"type": "card", "encrypted": elementsJWE(t, k, card)})
+	tvWantStatus(t, r, http.StatusCreated, "POST /token-intents with encrypted data")
+	if tvStr(r.body, "card", "last4") != tvCard[len(tvCard)-4:] || strings.Contains(string(r.raw), tvCard) {
+		t.Errorf("the intent of encrypted data: %s", r.raw)
+	}
+	r = e.do(web, http.MethodPost, "/token-intents", map[string]any{"type": "card", "encrypted": elementsJWE(t, jweKey{id: k.id, pem: createJWEKey(t, e, "other-management").pem}, card)})
+	tvWantProblem(t, r, http.StatusBadRequest, "an intent encrypted to another key", "encrypted")
+
 	// a public application may send encrypted data too
 	pub := e.tvPublicApp()
-	r = e.create(pub, map[string]any{"type": "card", "data": elementsJWE(t, k, card)})
+	r = e.create(pub, map[string]any{"type": "card", "encrypted": elementsJWE(t, k, card)})
 	tvWantStatus(t, r, http.StatusCreated, "a public application's JWE")
 	if strings.Contains(string(r.raw), tvCard) {
 		t.Errorf("a public application's answer shows the number: %s", r.raw)
@@ -187,11 +207,11 @@ func TestJWERefusals(t *testing.T) {
 	}
 	var body string
 	for _, tc := range cases {
-		r := e.do(tvRoleReveal, http.MethodPost, "/tokens", map[string]any{"type": "card", "data": tc.jwe})
-		tvWantProblem(t, r, http.StatusBadRequest, tc.name, "data")
-		msgs, _ := tvField(r.body, "errors", "data").([]any)
+		r := e.do(tvRoleReveal, http.MethodPost, "/tokens", map[string]any{"type": "card", "encrypted": tc.jwe})
+		tvWantProblem(t, r, http.StatusBadRequest, tc.name, "encrypted")
+		msgs, _ := tvField(r.body, "errors", "encrypted").([]any)
 		if len(msgs) != 1 || fmt.Sprint(msgs[0]) != jweUndecryptable {
-			t.Errorf("%s: errors.data %v, want only %q", tc.name, msgs, jweUndecryptable)
+			t.Errorf("%s: errors.encrypted %v, want only %q", tc.name, msgs, jweUndecryptable)
 		}
 		// every refusal reads the same
 		m := map[string]any{}
@@ -209,7 +229,7 @@ func TestJWERefusals(t *testing.T) {
 		t.Errorf("%d tokens were created from refused data", n)
 	}
 	// the same data, well encrypted, goes through
-	tvWantStatus(t, e.create(tvRoleReveal, map[string]any{"type": "card", "data": good}), http.StatusCreated, "the untampered JWE")
+	tvWantStatus(t, e.create(tvRoleReveal, map[string]any{"type": "card", "encrypted": good}), http.StatusCreated, "the untampered JWE")
 }
 
 // TestJWEExpiredKey: data encrypted to a key refuses once the key has
@@ -222,30 +242,12 @@ func TestJWEExpiredKey(t *testing.T) {
 	tvWantStatus(t, r, http.StatusCreated, "a key for two hours")
 	k := jweKey{id: tvStr(r.body, "key_id"), pem: tvStr(r.body, "public_key_pem")}
 	data := elementsJWE(t, k, `{"ssn":"123-45-6789"}`)
-	tvWantStatus(t, e.do(tvRoleReveal, http.MethodPost, "/tokens", map[string]any{"type": "token", "data": data}), http.StatusCreated, "before expiry")
+	tvWantStatus(t, e.do(tvRoleReveal, http.MethodPost, "/tokens", map[string]any{"type": "token", "encrypted": data}), http.StatusCreated, "before expiry")
 	clock.advance(3 * time.Hour)
-	r = e.do(tvRoleReveal, http.MethodPost, "/tokens", map[string]any{"type": "token", "data": data})
-	tvWantProblem(t, r, http.StatusBadRequest, "after expiry", "data")
-	if msgs, _ := tvField(r.body, "errors", "data").([]any); len(msgs) != 1 || fmt.Sprint(msgs[0]) != jweUndecryptable {
+	r = e.do(tvRoleReveal, http.MethodPost, "/tokens", map[string]any{"type": "token", "encrypted": data})
+	tvWantProblem(t, r, http.StatusBadRequest, "after expiry", "encrypted")
+	if msgs, _ := tvField(r.body, "errors", "encrypted").([]any); len(msgs) != 1 || fmt.Sprint(msgs[0]) != jweUndecryptable {
 		t.Errorf("after expiry: %s", r.raw)
 	}
 	tvWantStatus(t, e.do(tvRoleMgmt, http.MethodGet, "/keys/"+k.id, nil), http.StatusOK, "an expired key's metadata")
-}
-
-// TestLooksLikeJWE: only a five-part string whose header names an enc is
-// taken for a JWE; other strings are token data as they are.
-func TestLooksLikeJWE(t *testing.T) {
-	hdr := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"ECDH-ES","enc":"A256GCM"}`))
-	for s, want := range map[string]bool{
-		hdr + ".a.b.c.d":   true,
-		hdr + ".a.b.c":     false,
-		"a.b.c.d.e":        false,
-		"4242424242424242": false,
-		base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"HS256"}`)) + ".a.b.c.d": false,
-		"": false,
-	} {
-		if got := looksLikeJWE(s); got != want {
-			t.Errorf("looksLikeJWE(%q) = %v", s, got)
-		}
-	}
 }

@@ -26,10 +26,9 @@ func decodeTokenIntentInput(c *call) (vaultstore.TokenIntentInput, error) {
 		return vaultstore.TokenIntentInput{}, err
 	}
 	if body.Encrypted != "" {
-		if body.Data != nil {
-			return vaultstore.TokenIntentInput{}, errField("encrypted", "give either data or encrypted, not both")
+		if err := c.encryptedData(&body.Encrypted, &body.Data, ""); err != nil {
+			return vaultstore.TokenIntentInput{}, err
 		}
-		return vaultstore.TokenIntentInput{}, errField("encrypted", "client-side encrypted data is not accepted here")
 	}
 	return vaultstore.TokenIntentInput{Type: body.Type, Data: body.Data}, nil
 }

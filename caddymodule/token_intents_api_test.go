@@ -88,7 +88,7 @@ func TestTokenIntentsAPI(t *testing.T) {
 		tiWantProblem(t, e.do("web", http.MethodPost, "/token-intents", map[string]any{"type": "card", "data": map[string]any{"number": tvCardBadLuhn}}),
 			http.StatusBadRequest, "data.number", "Luhn")
 		tiWantProblem(t, e.do("web", http.MethodPost, "/token-intents", map[string]any{"type": "card", "encrypted": "eyJhbGciOi.x.y.z.w"}),
-			http.StatusBadRequest, "encrypted", "not accepted")
+			http.StatusBadRequest, "encrypted", "could not be decrypted")
 		tiWantProblem(t, e.do("web", http.MethodPost, "/token-intents", `{"type":`), http.StatusBadRequest, "", "")
 		tiWantProblem(t, e.do("web", http.MethodPost, "/token-intents", `{"type":"token","data":"`+strings.Repeat("x", 1<<20)+`"}`),
 			http.StatusRequestEntityTooLarge, "", "")

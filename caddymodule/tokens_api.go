@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/tokenvault/tokenvault/vaultstore"
+	"github.com/tokenvault/tokenvault/vaultstore/strictjson"
 )
 
 func (c *call) tokenRequest() vaultstore.TokenRequest {
@@ -16,11 +17,15 @@ func (c *call) tokenRequest() vaultstore.TokenRequest {
 
 // createToken: POST /tokens.
 func createToken(c *call) error {
-	var in vaultstore.TokenInput
-	if err := c.decode(&in); err != nil {
+	body, err := strictjson.ReadBodyOfLength(c.r.Body, maxBodyBytes, c.r.ContentLength)
+	if err != nil {
 		return err
 	}
-	if err := c.decryptTokenData(&in.Data, "data"); err != nil {
+	var in vaultstore.TokenInput
+	if err := strictjson.Decode(body, &in, strictjson.DefaultLimits); err != nil {
+		return err
+	}
+	if err := c.decryptTokenBody(body, &in.Data); err != nil {
 		return err
 	}
 	tok, err := c.store.CreateToken(c.ctx(), c.tokenRequest(), in)

@@ -278,39 +278,96 @@ func TestRunInputChecks(t *testing.T) {
 	}
 }
 
+// TestPoolConcurrencyAndQueue: two runs take both workers; a third waits
+// QueueTimeout for one and is refused as busy; the first two finish, and
+// the pool keeps its two workers. The first two hold their workers on a
+// gate of the test's, not on a clock, so a busy machine cannot reorder
+// them.
 func TestPoolConcurrencyAndQueue(t *testing.T) {
 	p := newTestPool(t, func(o *Options) {
 		o.MinWorkers, o.MaxWorkers, o.MaxWorkersPerTenant, o.QueueTimeout = 1, 2, 2, 300*time.Millisecond
+		o.Timeout = time.Minute // the gate, not the clock, ends the first two runs
 	})
-	slow := `module.exports = async () => { const end = Date.now() + 700; while (Date.now() < end) {} return { raw: 1 }; }`
+	gate := newGateSvc()
+	held := `module.exports = async (req) => { await req.svc.tokenize({}); return { raw: 1 }; }`
 	var wg sync.WaitGroup
-	errs := make([]error, 3)
+	errs := make([]error, 2)
 	for i := range errs {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			if i == 2 {
-				time.Sleep(100 * time.Millisecond) // the first two take both workers
-			}
-			_, errs[i] = run(t, p, JobReactor, slow, nil)
+			_, errs[i] = p.Run(context.Background(), Job{Kind: JobReactor, Code: held, Svc: gate})
 		}(i)
 	}
-	time.Sleep(300 * time.Millisecond)
+	if !gate.waitEntered(2, time.Minute) {
+		gate.release()
+		wg.Wait()
+		t.Fatalf("the two runs did not both start: %v, %v; stats %+v", errs[0], errs[1], p.Stats())
+	}
 	if s := p.Stats(); s.Busy != 2 || s.Alive != 2 {
 		t.Errorf("while busy: stats = %+v, want 2 busy of 2 alive", s)
 	}
+	_, err := run(t, p, JobReactor, `module.exports = () => ({ raw: 1 })`, nil)
+	gate.release()
 	wg.Wait()
 	if errs[0] != nil || errs[1] != nil {
 		t.Fatalf("first runs: %v, %v", errs[0], errs[1])
 	}
-	if !errors.Is(errs[2], ErrBusy) {
-		t.Fatalf("third run: %v, want busy", errs[2])
+	if !errors.Is(err, ErrBusy) {
+		t.Fatalf("third run: %v, want busy", err)
 	}
 	s := p.Stats()
 	if s.Started != 2 || s.Alive != 2 || s.Busy != 0 {
 		t.Errorf("after: stats = %+v", s)
 	}
 }
+
+// gateSvc holds every req.svc call until release, counting the calls
+// that have reached it.
+type gateSvc struct {
+	mu      sync.Mutex
+	entered int
+	changed chan struct{} // closed and replaced when entered changes
+	open    chan struct{}
+	once    sync.Once
+}
+
+func newGateSvc() *gateSvc {
+	return &gateSvc{changed: make(chan struct{}), open: make(chan struct{})}
+}
+
+func (g *gateSvc) Call(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	g.mu.Lock()
+	g.entered++
+	close(g.changed)
+	g.changed = make(chan struct{})
+	g.mu.Unlock()
+	select {
+	case <-g.open:
+	case <-ctx.Done():
+	}
+	return json.RawMessage(`{}`), nil
+}
+
+// waitEntered waits until n calls have reached the gate, or the limit.
+func (g *gateSvc) waitEntered(n int, limit time.Duration) bool {
+	deadline := time.After(limit)
+	for {
+		g.mu.Lock()
+		entered, changed := g.entered, g.changed
+		g.mu.Unlock()
+		if entered >= n {
+			return true
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			return false
+		}
+	}
+}
+
+func (g *gateSvc) release() { g.once.Do(func() { close(g.open) }) }
 
 func TestContextCancel(t *testing.T) {
 	p := newTestPool(t, nil)
@@ -447,14 +504,14 @@ func TestBadCommand(t *testing.T) {
 
 func TestHugeReactorErrorIsBounded(t *testing.T) {
 	p := newTestPool(t, func(o *Options) {
-		if raceEnabled {
-			o.Timeout = 30 * time.Second // building 2.5 GB of strings is slow under the race detector
-		}
+		// the bound under test is the error's size, not the time: give a
+		// busy machine (and the race detector) all the time a run may have
+		o.Timeout = MaxTimeout
 	})
 	code := `const E = require('` + ErrorsModule + `');
 		module.exports = () => {
 			const errors = {};
-			for (let i = 0; i < 5000; i++) errors['k' + i] = Array(100).fill('x'.repeat(5000));
+			for (let i = 0; i < 600; i++) errors['k' + i] = Array(100).fill('x'.repeat(5000)); // 300 MB as JSON
 			throw new E.BadRequestError(errors);
 		};`
 	_, err := run(t, p, JobReactor, code, nil)

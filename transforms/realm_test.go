@@ -234,7 +234,9 @@ func TestRealmScopesNeverShare(t *testing.T) {
 // succeeds in a fresh realm (no stale interrupt). A run that threw keeps
 // its realm.
 func TestRealmDiscardedAfterFailure(t *testing.T) {
-	p := newTestPool(t, func(o *Options) { o.MinWorkers, o.MaxWorkers, o.Timeout = 1, 1, 500*time.Millisecond })
+	// The pool's own Timeout (seconds): 'loop' waits it out once, and no
+	// harmless run comes near it on a busy machine.
+	p := newTestPool(t, func(o *Options) { o.MinWorkers, o.MaxWorkers = 1, 1 })
 	code := `module.exports = async (req) => {
 		switch (req.args.do) {
 		case 'loop': for (;;) {}
@@ -292,13 +294,13 @@ func TestRealmDiscardedAfterFailure(t *testing.T) {
 			if !warm {
 				t.Fatal("the failing run did not run in the warm realm")
 			}
-			start := time.Now()
 			raw, warm, err := run("")
 			if err != nil {
 				t.Fatalf("the next run failed: %v", err)
 			}
-			if d := time.Since(start); d > 300*time.Millisecond {
-				t.Errorf("the next run took %v", d)
+			// the realm, not the worker, is what a failure costs
+			if s := p.Stats(); s.Started != 1 {
+				t.Errorf("the worker was replaced: %+v", s)
 			}
 			if warm == tc.discard {
 				t.Errorf("the next run reused the realm: %v, want %v", warm, !tc.discard)

@@ -8,8 +8,9 @@ package main
 // reactor saved with a syntax error and fixed, the audit log, usage, the
 // phone width, keyboard use, labels, axe-core (no serious or critical
 // violation), the CSP (no violation) and that no request leaves the
-// console's origin. Screenshots go to docs/console (TV_CONSOLE_SHOTS
-// overrides). It needs node, npm (the registry for the first npm ci) and
+// console's origin. Then prefix.test.mjs checks, against a second vault
+// with header_prefix BT, that the console's calls carry that prefix's
+// headers. Screenshots go to docs/console (TV_CONSOLE_SHOTS overrides). It needs node, npm (the registry for the first npm ci) and
 // /usr/bin/chromium (TV_CHROMIUM overrides), so it runs only with
 // TV_CONSOLE=1:
 //
@@ -74,7 +75,7 @@ func TestConsoleBrowser(t *testing.T) {
 	})
 	tenant := s.createTenant("console")
 	report := filepath.Join(t.TempDir(), "report.json")
-	runConsoleSuite(t, node, dir, []string{
+	runConsoleSuite(t, node, dir, "console.test.mjs", []string{
 		"TV_CONSOLE_URL=" + s.baseURL + "/console/",
 		"TV_MANAGEMENT_KEY=" + tenant.Key,
 		"TV_DESTINATION_URL=" + dest.URL,
@@ -101,16 +102,46 @@ func TestConsoleBrowser(t *testing.T) {
 	// No key in the access log, although the console sent one with every call.
 	checkSDKAccessLog(t, s.accessLog)
 	logConsoleReport(t, report)
+
+	// A vault with header_prefix BT: the console's calls follow it.
+	t.Run("header_prefix BT", func(t *testing.T) {
+		bt := startServer(t, serverOpts{
+			SiteExtra:    "\tvault_console",
+			VaultExtra:   egressLoopback,
+			HeaderPrefix: "BT",
+		})
+		runConsoleSuite(t, node, dir, "prefix.test.mjs", []string{
+			"TV_CONSOLE_URL=" + bt.baseURL + "/console/",
+			"TV_MANAGEMENT_KEY=" + bt.createTenant("console bt").Key,
+			"TV_DESTINATION_URL=" + dest.URL,
+			"TV_CHROMIUM=" + browser,
+		})
+		found := false
+		for _, r := range dest.requests() {
+			if r.Path == "/prefix-check" {
+				found = true
+				for name := range r.Header {
+					if up := strings.ToUpper(name); strings.HasPrefix(up, "BT-") || strings.HasPrefix(up, "SVC-") {
+						t.Errorf("the destination received the vault header %s", name)
+					}
+				}
+			}
+		}
+		if !found {
+			t.Error("the BT console's test request did not reach the destination")
+		}
+		checkSDKAccessLog(t, bt.accessLog)
+	})
 }
 
-// runConsoleSuite runs console.test.mjs with env added, streaming its
-// output into the test log, and fails the test when node fails.
-func runConsoleSuite(t *testing.T, node, dir string, env []string) {
+// runConsoleSuite runs one suite file of dir with env added, streaming
+// its output into the test log, and fails the test when node fails.
+func runConsoleSuite(t *testing.T, node, dir, file string, env []string) {
 	t.Helper()
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), consoleTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "--test", "--test-reporter=spec", "console.test.mjs")
+	cmd := exec.CommandContext(ctx, node, "--test", "--test-reporter=spec", file)
 	cmd.Dir = dir
 	cmd.Env = append(nodeEnv(), env...)
 	cmd.WaitDelay = 10 * time.Second
@@ -118,12 +149,12 @@ func runConsoleSuite(t *testing.T, node, dir string, env []string) {
 	cmd.Stdout, cmd.Stderr = w, w
 	err := cmd.Run()
 	w.flush()
-	t.Logf("node --test console.test.mjs took %v", time.Since(start).Round(time.Millisecond))
+	t.Logf("node --test %s took %v", file, time.Since(start).Round(time.Millisecond))
 	switch {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		t.Errorf("the console suite did not finish within %v", consoleTimeout)
+		t.Errorf("%s did not finish within %v", file, consoleTimeout)
 	case err != nil:
-		t.Errorf("the console suite failed (%v); its output is above", err)
+		t.Errorf("%s failed (%v); its output is above", file, err)
 	}
 }
 

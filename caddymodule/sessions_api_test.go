@@ -1,10 +1,14 @@
 package caddymodule
 
 import (
+	"context"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tokenvault/tokenvault/vaultstore"
 )
 
 // sessionEnv adds a public application (the browser) to the token test
@@ -135,4 +139,26 @@ func TestRolesAndApplicationTemplatesAPI(t *testing.T) {
 	tvWantProblem(t, e.do(tvRoleMgmt, http.MethodGet, "/application-templates/00000000-0000-4000-8000-000000000000", nil), http.StatusNotFound, "unknown template")
 	tvWantProblem(t, e.do("", http.MethodGet, "/application-templates", nil), http.StatusUnauthorized, "templates without a key")
 	tvWantProblem(t, e.do("", http.MethodGet, "/roles", nil), http.StatusUnauthorized, "roles without a key")
+}
+
+// A session key counts against the rate limits of public keys, under a
+// bucket of its own.
+func TestSessionKeysAreRateLimitedAsPublicKeys(t *testing.T) {
+	e, _, _, _ := sessionEnv(t)
+	newSession(t, e, "session")
+	p, err := e.store.Authenticate(context.Background(), e.keys["session"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := limitRequest(httptest.NewRequest(http.MethodGet, "/tokens", nil), "/tokens", p)
+	if req.AppType != vaultstore.AppPublic || req.APIKey == "" || req.APIKey != p.Application.ID {
+		t.Fatalf("rate limit request of a session key: %+v", req)
+	}
+	pub, err := e.store.Authenticate(context.Background(), e.keys["public"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if limitRequest(httptest.NewRequest(http.MethodGet, "/tokens", nil), "/tokens", pub).APIKey == req.APIKey {
+		t.Fatal("a session shares its creator's rate limit bucket")
+	}
 }

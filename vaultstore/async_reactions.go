@@ -115,6 +115,24 @@ func asyncQueueKey(at time.Time, tenantID, id string) []byte {
 
 func asyncQueuePrefix() []byte { return []byte(keyVersion + "areactq/") }
 
+// asyncRunningKey marks a reaction some node claimed and runs, for the
+// check of leases: the queue then holds only reactions waiting to run.
+func asyncRunningKey(tenantID, id string) []byte {
+	return []byte(keyVersion + "areactr/" + tenantID + "/" + id)
+}
+
+func asyncRunningPrefix() []byte { return []byte(keyVersion + "areactr/") }
+
+// parseAsyncRunningKey returns the tenant and reaction of a running entry;
+// "" for an entry of another shape.
+func parseAsyncRunningKey(key []byte) (tenantID, id string) {
+	parts := strings.Split(string(key[len(asyncRunningPrefix()):]), "/") // {tenant}/{id}
+	if len(parts) != 2 || !isID(parts[1]) || parts[0] == "" {
+		return "", ""
+	}
+	return parts[0], parts[1]
+}
+
 // parseAsyncQueueKey returns the tenant and reaction of a queue entry;
 // "" for an entry of another shape.
 func parseAsyncQueueKey(key []byte) (tenantID, id string) {
@@ -241,25 +259,25 @@ func (s *Store) GetAsyncReaction(ctx context.Context, tenantID, reactorID, id st
 }
 
 // ClaimAsyncReactions claims up to max queued reactions, oldest first,
-// for this node to run within AsyncLease. On the way it fails reactions
-// whose runner's lease ran out, and drops queue entries of reactions or
-// tenants that are gone.
+// for this node to run within AsyncLease. First it fails the running
+// reactions whose runner's lease ran out; on the way it drops entries of
+// reactions or tenants that are gone.
 func (s *Store) ClaimAsyncReactions(ctx context.Context, max int) ([]*AsyncJob, error) {
-	var entries [][]byte
-	err := s.kv.View(ctx, func(r Reader) error {
-		return r.Scan(asyncQueuePrefix(), nil, func(key, _ []byte) error {
-			entries = append(entries, key)
-			if len(entries) >= 4*max+16 {
-				return ErrStopScan
-			}
-			return nil
-		})
-	})
+	running, err := s.scanKeys(ctx, asyncRunningPrefix(), 0)
+	if err != nil {
+		return nil, err
+	}
+	for _, key := range running {
+		if err := s.checkLease(ctx, key, false); err != nil {
+			return nil, err
+		}
+	}
+	queued, err := s.scanKeys(ctx, asyncQueuePrefix(), 2*max+8)
 	if err != nil {
 		return nil, err
 	}
 	var jobs []*AsyncJob
-	for _, key := range entries {
+	for _, key := range queued {
 		if len(jobs) >= max {
 			break
 		}
@@ -274,54 +292,100 @@ func (s *Store) ClaimAsyncReactions(ctx context.Context, max int) ([]*AsyncJob, 
 	return jobs, nil
 }
 
+// scanKeys lists the keys under prefix, at most limit of them (0: all).
+func (s *Store) scanKeys(ctx context.Context, prefix []byte, limit int) ([][]byte, error) {
+	var keys [][]byte
+	err := s.kv.View(ctx, func(r Reader) error {
+		keys = keys[:0]
+		return r.Scan(prefix, nil, func(key, _ []byte) error {
+			keys = append(keys, key)
+			if limit > 0 && len(keys) >= limit {
+				return ErrStopScan
+			}
+			return nil
+		})
+	})
+	return keys, err
+}
+
+// asyncEntry reads the reaction an index entry names, inside w; it
+// deletes the entry and answers nil when the reaction or its tenant is
+// gone.
+func (s *Store) asyncEntry(w Writer, entry []byte, tenantID, id string) (*tenantKeys, *asyncRecord, error) {
+	if _, err := w.Get(entry); err != nil {
+		return nil, nil, nil // taken or finished meanwhile
+	}
+	if tenantID == "" {
+		return nil, nil, w.Delete(entry) // not ours to read
+	}
+	tk, err := s.tenantKeysFor(w, tenantID)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil, w.Delete(entry) // the tenant is gone
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	rec, err := s.getAsync(w, tk, tenantID, id)
+	if errors.Is(err, ErrNotFound) {
+		if err := w.Delete(asyncTenantQueueKey(tenantID, id)); err != nil {
+			return nil, nil, err
+		}
+		return nil, nil, w.Delete(entry)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return tk, rec, nil
+}
+
 // claimAsync claims the reaction of one queue entry, if it is pending.
 func (s *Store) claimAsync(ctx context.Context, queueKey []byte) (*AsyncJob, error) {
 	tenantID, id := parseAsyncQueueKey(queueKey)
 	var job *AsyncJob
 	err := s.kv.Update(ctx, func(w Writer) error {
 		job = nil
-		if _, err := w.Get(queueKey); err != nil {
-			return nil // taken or finished meanwhile
-		}
-		if tenantID == "" {
-			return w.Delete(queueKey) // not ours to read
-		}
-		tk, err := s.tenantKeysFor(w, tenantID)
-		if errors.Is(err, ErrNotFound) {
-			return w.Delete(queueKey) // the tenant is gone
-		}
-		if err != nil {
+		tk, rec, err := s.asyncEntry(w, queueKey, tenantID, id)
+		if err != nil || rec == nil {
 			return err
 		}
-		rec, err := s.getAsync(w, tk, tenantID, id)
-		if errors.Is(err, ErrNotFound) {
-			if err := w.Delete(asyncTenantQueueKey(tenantID, id)); err != nil {
-				return err
-			}
-			return w.Delete(queueKey)
-		}
-		if err != nil {
-			return err
+		if rec.Status != AsyncPending {
+			return w.Delete(queueKey) // claimed or finished: the entry is stale
 		}
 		now := s.now()
-		switch rec.Status {
-		case AsyncPending:
-			rec.Status, rec.StartedAt, rec.LeaseUntil = AsyncRunning, stamp(now), stamp(now.Add(AsyncLease))
-			job = &AsyncJob{TenantID: tenantID, ID: id, ReactorID: rec.ReactorID, CallerID: rec.CallerID, Args: rec.Args}
-			return s.putAsync(w, tk, tenantID, rec, now)
-		case AsyncRunning:
-			if rec.LeaseUntil != nil && now.Before(rec.LeaseUntil.Time) {
-				return nil // another runner holds it
-			}
-			return s.finishAsync(w, tk, tenantID, rec, now, AsyncFailed, interruptedStatus, interruptedProblem)
-		default:
-			return s.finishAsync(w, tk, tenantID, rec, now, rec.Status, rec.ResultStatus, rec.Result)
+		rec.Status, rec.StartedAt, rec.LeaseUntil = AsyncRunning, stamp(now), stamp(now.Add(AsyncLease))
+		job = &AsyncJob{TenantID: tenantID, ID: id, ReactorID: rec.ReactorID, CallerID: rec.CallerID, Args: rec.Args}
+		if err := w.Delete(queueKey); err != nil {
+			return err
 		}
+		if err := w.Put(asyncRunningKey(tenantID, id), nil, rec.ExpiresAt.Sub(now)); err != nil {
+			return err
+		}
+		return s.putAsync(w, tk, tenantID, rec, now)
 	})
 	if err != nil {
 		return nil, err
 	}
 	return job, nil
+}
+
+// checkLease fails the running reaction of one running entry if its
+// runner's lease ran out, or at once with force.
+func (s *Store) checkLease(ctx context.Context, runningKey []byte, force bool) error {
+	tenantID, id := parseAsyncRunningKey(runningKey)
+	return s.kv.Update(ctx, func(w Writer) error {
+		tk, rec, err := s.asyncEntry(w, runningKey, tenantID, id)
+		if err != nil || rec == nil {
+			return err
+		}
+		now := s.now()
+		switch {
+		case rec.Status != AsyncRunning:
+			return w.Delete(runningKey)
+		case !force && rec.LeaseUntil != nil && now.Before(rec.LeaseUntil.Time):
+			return nil // its runner still holds it
+		}
+		return s.finishAsync(w, tk, tenantID, rec, now, AsyncFailed, interruptedStatus, interruptedProblem)
+	})
 }
 
 // The outcome of a reaction whose run was cut short by the death of its
@@ -335,6 +399,9 @@ func (s *Store) finishAsync(w Writer, tk *tenantKeys, tenantID string, rec *asyn
 	rec.Status, rec.ResultStatus, rec.Result = status, resultStatus, result
 	rec.CompletedAt, rec.LeaseUntil, rec.Args = stamp(now), nil, nil
 	if err := w.Delete([]byte(rec.QueueKey)); err != nil {
+		return err
+	}
+	if err := w.Delete(asyncRunningKey(tenantID, rec.ID)); err != nil {
 		return err
 	}
 	if err := w.Delete(asyncTenantQueueKey(tenantID, rec.ID)); err != nil {
@@ -379,8 +446,15 @@ func (s *Store) ReleaseAsyncReaction(ctx context.Context, job *AsyncJob) error {
 		if err != nil || rec.Status != AsyncRunning {
 			return err
 		}
+		now := s.now()
 		rec.Status, rec.StartedAt, rec.LeaseUntil = AsyncPending, nil, nil
-		return s.putAsync(w, tk, job.TenantID, rec, s.now())
+		if err := w.Delete(asyncRunningKey(job.TenantID, job.ID)); err != nil {
+			return err
+		}
+		if err := w.Put([]byte(rec.QueueKey), nil, rec.ExpiresAt.Sub(now)); err != nil {
+			return err
+		}
+		return s.putAsync(w, tk, job.TenantID, rec, now)
 	})
 }
 
@@ -391,36 +465,14 @@ func (s *Store) RecoverAsyncReactions(ctx context.Context) (int, error) {
 	if s.shared {
 		return 0, nil
 	}
-	var entries [][]byte
-	if err := s.kv.View(ctx, func(r Reader) error {
-		return r.Scan(asyncQueuePrefix(), nil, func(key, _ []byte) error {
-			entries = append(entries, key)
-			return nil
-		})
-	}); err != nil {
+	running, err := s.scanKeys(ctx, asyncRunningPrefix(), 0)
+	if err != nil {
 		return 0, err
 	}
-	failed := 0
-	for _, key := range entries {
-		tenantID, id := parseAsyncQueueKey(key)
-		if tenantID == "" {
-			continue
-		}
-		err := s.kv.Update(ctx, func(w Writer) error {
-			tk, err := s.tenantKeysFor(w, tenantID)
-			if err != nil {
-				return err
-			}
-			rec, err := s.getAsync(w, tk, tenantID, id)
-			if err != nil || rec.Status != AsyncRunning {
-				return err
-			}
-			failed++
-			return s.finishAsync(w, tk, tenantID, rec, s.now(), AsyncFailed, interruptedStatus, interruptedProblem)
-		})
-		if err != nil && !errors.Is(err, ErrNotFound) {
-			return failed, err
+	for i, key := range running {
+		if err := s.checkLease(ctx, key, true); err != nil {
+			return i, err
 		}
 	}
-	return failed, nil
+	return len(running), nil
 }

@@ -93,8 +93,8 @@ func TestAsyncReactionLifecycle(t *testing.T) {
 	if got.Status != AsyncCompleted || got.ResultStatus != 200 || string(got.Result) != `{"tokens":null,"raw":1}` || got.CompletedAt == nil {
 		t.Fatalf("finished reaction = %+v", got)
 	}
-	if keys := kvKeys(t, w.s, keyVersion+"areactq/"); len(keys) != 0 {
-		t.Fatalf("finished reaction still queued: %v", keys)
+	if keys := append(kvKeys(t, w.s, keyVersion+"areactq/"), kvKeys(t, w.s, keyVersion+"areactr/")...); len(keys) != 0 {
+		t.Fatalf("finished reaction still queued or running: %v", keys)
 	}
 
 	// a failure keeps the synchronous call's status and body
@@ -215,5 +215,29 @@ func TestAsyncReactionsAcrossRestart(t *testing.T) {
 	got := w.status(t, running.ID)
 	if got.Status != AsyncFailed || got.ResultStatus != 500 || !bytes.Contains(got.Result, []byte("not run again")) {
 		t.Fatalf("interrupted reaction = %+v %s", got, got.Result)
+	}
+}
+
+// Reactions running elsewhere never hide the queued ones behind them: a
+// node claims the oldest queued reaction however many others are running.
+func TestAsyncReactionClaimsPastRunningOnes(t *testing.T) {
+	w := newAsyncWorld(t)
+	var ids []string
+	for range 30 {
+		a, err := w.enqueue(t, `{}`, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, a.ID)
+		w.clock.Advance(time.Millisecond)
+	}
+	for i, id := range ids {
+		jobs := w.claim(t, 1)
+		if len(jobs) != 1 || jobs[0].ID != id {
+			t.Fatalf("claim %d: %+v, want %s", i, jobs, id)
+		}
+	}
+	if keys := kvKeys(t, w.s, keyVersion+"areactr/"); len(keys) != len(ids) {
+		t.Fatalf("%d running entries, want %d", len(keys), len(ids))
 	}
 }

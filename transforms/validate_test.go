@@ -78,7 +78,9 @@ func TestPoolValidateCode(t *testing.T) {
 	if err != nil && kindOf(err) != KindTimeout {
 		t.Errorf("expensive code: %v", err)
 	}
-	if time.Since(start) > 300*time.Millisecond+KillGrace+time.Second {
+	// seconds of slack for a busy machine: what matters is that it ends
+	// long before the pool's own timeout would end it
+	if time.Since(start) > 300*time.Millisecond+KillGrace+5*time.Second {
 		t.Errorf("expensive code took %v", time.Since(start))
 	}
 }

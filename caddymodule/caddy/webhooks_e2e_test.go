@@ -429,3 +429,72 @@ func TestWebhooksE2ETenThousand(t *testing.T) {
 		t.Fatalf("lost %d, out of order %d", lost, outOfOrder)
 	}
 }
+
+// A receiver that keeps failing gets its webhook disabled, with an audit
+// record and a metric; a reload keeps delivery going with the new
+// settings; saving the webhook enables it again.
+func TestWebhooksE2EDisabledThenReloaded(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, serverOpts{VaultExtra: egressLoopback + "\n\t\twebhooks {\n\t\t\tretry_base 20ms\n\t\t\tretry_max 100ms\n\t\t\tretry_for 1s\n\t\t}"})
+	ct := s.createTenant("Failing Co")
+	var mu sync.Mutex
+	healthy := false
+	recv := newHookReceiver(t, func(_ int, _ *hookRequest) int {
+		mu.Lock()
+		defer mu.Unlock()
+		if healthy {
+			return http.StatusOK
+		}
+		return http.StatusBadGateway
+	})
+	hook := s.expect(http.StatusCreated, http.MethodPost, "/webhooks", ct.Key, map[string]any{"name": "flaky", "url": recv.url, "events": []string{"application.created", "application.deleted"}})
+	hookID := str(hook.Body, "id")
+	s.createApp(ct.Key, billingApp)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if got := s.expect(http.StatusOK, http.MethodGet, "/webhooks/"+hookID, ct.Key, nil); str(got.Body, "status") == "disabled" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the failing webhook was not disabled in 60 s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := len(recv.all()); n < 2 {
+		t.Fatalf("%d attempts before disabling", n)
+	}
+	msgs := strings.Join(auditMessages(t, s, ct.Key), "\n")
+	if !strings.Contains(msgs, "update: webhook disabled") || !strings.Contains(msgs, "the receiver answered 502") {
+		t.Fatalf("audit:\n%s", msgs)
+	}
+	if v := s.metric("tokenvault_webhooks_disabled_total"); v != "1" {
+		t.Errorf("disabled metric %q, want 1", v)
+	}
+	// a disabled webhook gets nothing new
+	before := len(recv.all())
+	s.createApp(ct.Key, billingApp)
+	time.Sleep(500 * time.Millisecond)
+	if n := len(recv.all()); n != before {
+		t.Fatalf("a disabled webhook got %d more requests", n-before)
+	}
+
+	// reload with other settings; save the webhook; the receiver is fixed
+	s.opts.VaultExtra = webhookVaultExtra("30ms", "100ms")
+	if err := s.reload(s.opts.SiteExtra); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	healthy = true
+	mu.Unlock()
+	up := s.expect(http.StatusOK, http.MethodPut, "/webhooks/"+hookID, ct.Key, map[string]any{"name": "fixed", "url": recv.url, "events": []string{"application.created"}})
+	if str(up.Body, "status") != "enabled" {
+		t.Fatalf("after saving: %s", up.Raw)
+	}
+	id, _, _ := s.createApp(ct.Key, billingApp)
+	for {
+		got := recv.waitOK(t, 1, 60*time.Second)[0]
+		if got.EntityID == id {
+			break
+		}
+	}
+}

@@ -459,6 +459,15 @@ test('the console, end to end', async (t0) => {
     await shot('phone-tokens');
     await page.getByRole('button', { name: 'Menu' }).click();
     await shot('phone-menu');
+    // every page fits the phone's width
+    for (const label of ['Tenant', 'Applications', 'Proxies', 'Reactors', 'Audit log', 'Usage', 'Session']) {
+      if (!(await page.getByRole('navigation', { name: 'Console' }).isVisible())) await page.getByRole('button', { name: 'Menu' }).click();
+      await page.getByRole('navigation', { name: 'Console' }).getByRole('link', { name: label, exact: true }).click();
+      await page.getByRole('heading', { level: 1, name: label }).waitFor();
+      await page.waitForLoadState('networkidle');
+      const wide = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+      assert.ok(wide <= 1, `${label} is ${wide}px wider than the phone screen`);
+    }
     await page.setViewportSize({ width: 1280, height: 800 });
   });
 

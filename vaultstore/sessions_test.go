@@ -207,6 +207,9 @@ func TestSessionNeverExceedsItsAuthorizer(t *testing.T) {
 	if _, err := w.s.GetToken(ctx, TokenRequest{Tenant: p.Tenant, Application: p.Application}, w.tokenB); !errors.Is(err, ErrForbidden) {
 		t.Fatalf("read after the authorizer lost token:read: %v, want ErrForbidden", err)
 	}
+	if p.Application.Can("token:read") {
+		t.Fatal("Can reports a permission the authorizer no longer holds")
+	}
 	// and deleting the authorizer ends the session
 	if err := w.s.DeleteApplication(ctx, w.tenant.Tenant.ID, w.privateApp.ID, "actor"); err != nil {
 		t.Fatal(err)

@@ -34,7 +34,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"slices"
 	"strconv"
+	"sync"
+
+	"github.com/tokenvault/tokenvault/vaultstore/kv"
 )
 
 // auditChainInfo names the derivation of a tenant's chain key.
@@ -202,10 +207,77 @@ type chainedPut struct {
 
 // txAudit is what one run of a transaction did to audit chains: the heads
 // it moved (read once per tenant, kept for the records that follow) and
-// the records to export once it has committed.
+// the records to export once it has committed; and, for the whole
+// transaction, the chain locks it holds.
 type txAudit struct {
 	heads   map[string]*chainMark
 	written []*ChainedAuditRecord
+	locks   *chainLocks
+	held    []int // stripes of locks held, until the transaction ends
+	want    []int // stripes a run found taken
+}
+
+// chainLockStripes is the number of chain locks tenants share.
+const chainLockStripes = 64
+
+// chainLocks serialize, within one process, the transactions that move a
+// tenant's chain head, from the head's read to the commit. Without them,
+// every audited write of a busy tenant on Badger would conflict with the
+// others on the head and run again (optimistic transactions: the loser
+// finds out only at its commit), and eight writers in one tenant ran out
+// of retries. With them, only transactions of other processes (nodes on
+// one PostgreSQL database) conflict on the head. They are not used on
+// PostgreSQL: a transaction waiting for one there would hold a pooled
+// connection that the holder of the lock may need for its first read.
+// Tenants share locks by stripe; a transaction takes a stripe once.
+type chainLocks [chainLockStripes]sync.Mutex
+
+// errChainBusy ends a run of a transaction that needs a chain lock another
+// transaction holds: auditKV.Update waits for it outside any transaction
+// and runs again, so that the run reads the head the holder committed
+// (a transaction that waited inside would have begun before that commit,
+// and lose a conflict over the head at its own).
+var errChainBusy = errors.New("the audit chain of a tenant is being written")
+
+// lock takes the chain lock of tenantID for the rest of the transaction,
+// or fails with errChainBusy and notes the lock as wanted.
+func (ta *txAudit) lock(tenantID string) error {
+	if ta.locks == nil {
+		return nil
+	}
+	h := fnv.New32a()
+	h.Write([]byte(tenantID))
+	i := int(h.Sum32() % chainLockStripes)
+	if slices.Contains(ta.held, i) {
+		return nil
+	}
+	if !ta.locks[i].TryLock() {
+		ta.want = append(ta.want, i)
+		return errChainBusy
+	}
+	ta.held = append(ta.held, i)
+	return nil
+}
+
+// wait takes every lock held or wanted, in stripe order (so two waiters
+// cannot each hold what the other waits for), outside any transaction.
+func (ta *txAudit) wait() {
+	all := append(ta.held, ta.want...)
+	ta.unlock()
+	slices.Sort(all)
+	all = slices.Compact(all)
+	for _, i := range all {
+		ta.locks[i].Lock()
+	}
+	ta.held, ta.want = all, nil
+}
+
+// unlock releases every chain lock the transaction took.
+func (ta *txAudit) unlock() {
+	for _, i := range ta.held {
+		ta.locks[i].Unlock()
+	}
+	ta.held = nil
 }
 
 // write gives c the next sequence number of its tenant's chain and writes
@@ -215,6 +287,9 @@ func (c *chainedPut) write(w Writer) error {
 	key := auditChainKey(c.tk)
 	head := ta.heads[c.tenantID]
 	if head == nil {
+		if err := ta.lock(c.tenantID); err != nil {
+			return err
+		}
 		h, _, err := readMark(w, key, "head", c.tenantID, auditHeadKey(c.tenantID))
 		if err != nil {
 			// a head that fails its check is evidence: writing on would
@@ -280,6 +355,17 @@ func txAuditOf(w Writer) *txAudit {
 type auditKV struct {
 	KV
 	export *auditExporter
+	locks  *chainLocks // nil on PostgreSQL
+}
+
+// newAuditKV wraps engine; locking takes chain locks (see chainLocks),
+// for an engine no other process shares a connection pool of.
+func newAuditKV(engine KV, export *auditExporter, locking bool) auditKV {
+	k := auditKV{KV: engine, export: export}
+	if locking {
+		k.locks = new(chainLocks)
+	}
+	return k
 }
 
 // Unwrap returns the engine underneath.
@@ -288,17 +374,29 @@ func (k auditKV) Unwrap() KV { return k.KV }
 // Update runs fn with a writer that keeps the transaction's audit state,
 // fresh for each run, and exports what the committed run wrote.
 func (k auditKV) Update(ctx context.Context, fn func(Writer) error) error {
-	ta := &txAudit{heads: make(map[string]*chainMark)}
-	err := k.KV.Update(ctx, func(w Writer) error {
-		clear(ta.heads)
-		clear(ta.written)
-		ta.written = ta.written[:0]
-		return fn(auditWriter{w, ta})
-	})
-	if err == nil && len(ta.written) > 0 {
-		k.export.offer(ta.written)
+	ta := &txAudit{heads: make(map[string]*chainMark), locks: k.locks}
+	if k.locks != nil {
+		// the next writer may read this head once it is committed, without
+		// waiting for the sync, so that group commit still shares syncs
+		ctx = kv.WithCommitted(ctx, ta.unlock)
 	}
-	return err
+	defer ta.unlock() // what the commit did not release
+	for {
+		err := k.KV.Update(ctx, func(w Writer) error {
+			clear(ta.heads)
+			clear(ta.written)
+			ta.written = ta.written[:0]
+			return fn(auditWriter{w, ta})
+		})
+		if errors.Is(err, errChainBusy) && len(ta.want) > 0 {
+			ta.wait()
+			continue
+		}
+		if err == nil && len(ta.written) > 0 {
+			k.export.offer(ta.written)
+		}
+		return err
+	}
 }
 
 // auditWriter is a transaction's writer with its audit state.

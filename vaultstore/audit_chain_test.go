@@ -497,6 +497,10 @@ func TestAuditExportVerifies(t *testing.T) {
 			t.Errorf("two lines swapped: no reordering reported: %s", acFaults(rep))
 		}
 	}
+	// a store rolled back behind its export: the file holds records after its head
+	if rep := verify(lines, AuditFileHeads{w.tenant.ID: head - 2}); rep.OK || rep.Faults[0].Kind != FaultForked || rep.Faults[0].Seq != head-1 {
+		t.Errorf("store behind the file: %+v %s", rep, acFaults(rep))
+	}
 	// the wrong key reports every line as modified
 	other := hex.EncodeToString(bytes.Repeat([]byte{1}, 32))
 	reps, err := VerifyAuditFile(strings.NewReader(strings.Join(lines, "\n")), AuditFileKeys{w.tenant.ID: other}, nil, "")

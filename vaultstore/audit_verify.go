@@ -425,7 +425,7 @@ func VerifyAuditFile(r io.Reader, keys AuditFileKeys, heads AuditFileHeads, only
 			c.rep.LastSeq = seq
 			c.prev = cr.MAC
 		}
-		c.last = seq
+		c.last, c.max = seq, max(c.max, seq)
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("reading the file: %w", err)
@@ -445,9 +445,13 @@ func VerifyAuditFile(r io.Reader, keys AuditFileKeys, heads AuditFileHeads, only
 			continue
 		}
 		c.rep.HeadSeq = h
-		if h > c.last {
+		switch {
+		case h > c.last:
 			c.rep.fault(AuditChainFault{Kind: FaultTruncated, Seq: c.last + 1, LastSeq: h,
 				Detail: fmt.Sprintf("records %d to %d, the end of the chain, are missing", c.last+1, h)})
+		case h < c.max:
+			c.rep.fault(AuditChainFault{Kind: FaultForked, Seq: h + 1, LastSeq: c.max,
+				Detail: fmt.Sprintf("the file holds records %d to %d, after the store's head: the store is behind its own export (rolled back?)", h+1, c.max)})
 		}
 	}
 	out := make([]*AuditChainReport, 0, len(order))

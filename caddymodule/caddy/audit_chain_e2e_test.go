@@ -16,6 +16,7 @@ import (
 func auditLogBlock(file string) string {
 	return fmt.Sprintf(`	log audit {
 		output file %s {
+			roll_size 100MiB
 			roll_keep_for 8760h
 		}
 		format json

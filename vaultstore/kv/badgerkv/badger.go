@@ -293,7 +293,7 @@ func (s *Store) Update(ctx context.Context, fn func(kv.Writer) error) error {
 		if err = ctx.Err(); err != nil {
 			return err
 		}
-		err = s.updateOnce(kv.SpaceReserve(ctx), kv.DeferredSync(ctx), fn)
+		err = s.updateOnce(kv.SpaceReserve(ctx), kv.DeferredSync(ctx), kv.Committed(ctx), fn)
 		if !errors.Is(err, badger.ErrConflict) {
 			return err
 		}
@@ -319,7 +319,7 @@ func (s *Store) Update(ctx context.Context, fn func(kv.Writer) error) error {
 // closes the channel a commit sends to, so a commit that passed Badger's
 // own check just before would send on a closed channel and panic, and a
 // sync after Close finds no memtable.
-func (s *Store) updateOnce(reserved, deferred bool, fn func(kv.Writer) error) error {
+func (s *Store) updateOnce(reserved, deferred bool, committed func(), fn func(kv.Writer) error) error {
 	s.closeMu.RLock()
 	defer s.closeMu.RUnlock()
 	if s.closed {
@@ -341,7 +341,11 @@ func (s *Store) updateOnce(reserved, deferred bool, fn func(kv.Writer) error) er
 		return s.space.admit(st.bytes+txnOverhead, reserved)
 	}
 	if s.group == nil {
-		return s.db.Update(run)
+		err := s.db.Update(run)
+		if err == nil && committed != nil {
+			committed()
+		}
+		return err
 	}
 	id := s.group.begin()
 	ended := false
@@ -352,6 +356,9 @@ func (s *Store) updateOnce(reserved, deferred bool, fn func(kv.Writer) error) er
 	}()
 	err := s.db.Update(run)
 	ended = true
+	if err == nil && committed != nil { // before the sync (kv.WithCommitted)
+		committed()
+	}
 	if deferred && err == nil && st.wrote {
 		target, serr := s.group.endDeferred(id)
 		if serr != nil { // a sync failed: this commit may never reach the disk

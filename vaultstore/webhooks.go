@@ -35,17 +35,24 @@ const MaxWebhooks = 20
 
 // Webhook is a subscription of a URL to event types, as the API shows it.
 type Webhook struct {
-	ID          string     `json:"id"`
-	TenantID    string     `json:"tenant_id"`
-	Status      string     `json:"status"`
-	Name        string     `json:"name"`
-	URL         string     `json:"url"`
-	NotifyEmail string     `json:"notify_email,omitempty"`
-	Events      []string   `json:"events"`
-	CreatedBy   string     `json:"created_by"`
-	CreatedAt   *Timestamp `json:"created_at"`
-	ModifiedBy  string     `json:"modified_by,omitempty"`
-	ModifiedAt  *Timestamp `json:"modified_at,omitempty"`
+	ID       string `json:"id"`
+	TenantID string `json:"tenant_id"`
+	// Status is WebhookEnabled, or WebhookDisabled once its deliveries
+	// kept failing.
+	Status string `json:"status"`
+	Name   string `json:"name"`
+	// URL receives the events; the egress policy applies to it.
+	URL string `json:"url"`
+	// NotifyEmail is kept and shown; the vault sends no mail.
+	NotifyEmail string `json:"notify_email,omitempty"`
+	// Events are the event types it receives, sorted.
+	Events []string `json:"events"`
+	// CreatedBy and ModifiedBy are application ids ("" for the operator
+	// or, on a disabling, the vault).
+	CreatedBy  string     `json:"created_by"`
+	CreatedAt  *Timestamp `json:"created_at"`
+	ModifiedBy string     `json:"modified_by,omitempty"`
+	ModifiedAt *Timestamp `json:"modified_at,omitempty"`
 }
 
 func (wh *Webhook) created() *Timestamp { return wh.CreatedAt }
@@ -57,10 +64,14 @@ func (wh *Webhook) subscribes(eventType string) bool {
 
 // WebhookInput is the body of POST and PUT /webhooks.
 type WebhookInput struct {
-	Name        string   `json:"name"`
-	URL         string   `json:"url"`
-	NotifyEmail string   `json:"notify_email,omitempty"`
-	Events      []string `json:"events"`
+	// Name is required, as for other records.
+	Name string `json:"name"`
+	// URL is required and must meet the egress policy.
+	URL string `json:"url"`
+	// NotifyEmail, optional, must be an email address.
+	NotifyEmail string `json:"notify_email,omitempty"`
+	// Events must name at least one of WebhookEventTypes.
+	Events []string `json:"events"`
 }
 
 // WebhookURLCheck refuses a URL the deployment's egress policy forbids,

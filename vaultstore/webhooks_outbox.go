@@ -61,9 +61,13 @@ func webhookSlot(at time.Time) string {
 // WebhookEvent is what a webhook receives about one change: ids, types
 // and who did it, never token data.
 type WebhookEvent struct {
-	ID        string `json:"id"`
-	Type      string `json:"type"`
-	TenantID  string `json:"tenant_id"`
+	// ID is the event's own id: a receiver that gets it twice (delivery
+	// is at least once) has it already.
+	ID string `json:"id"`
+	// Type is one of WebhookEventTypes.
+	Type     string `json:"type"`
+	TenantID string `json:"tenant_id"`
+	// Timestamp is when the change was made (RFC 3339, UTC).
 	Timestamp string `json:"timestamp"`
 	// Entity is the changed record's kind (token, application, key,
 	// proxy, reactor) and EntityID its id.

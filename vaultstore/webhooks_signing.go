@@ -62,7 +62,8 @@ type WebhookSigningKey struct {
 	// Algorithm is RSASSA-PSS with SHA-256.
 	Algorithm string `json:"algorithm"`
 	// PublicKey is the PEM "PUBLIC KEY" (SubjectPublicKeyInfo).
-	PublicKey string     `json:"public_key"`
+	PublicKey string `json:"public_key"`
+	// CreatedAt is when the tenant's first webhook made the key.
 	CreatedAt *Timestamp `json:"created_at"`
 }
 

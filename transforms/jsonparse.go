@@ -26,6 +26,16 @@ import (
 // surrogates become U+FFFD; numbers are float64, and one out of its range
 // is an error, as it is for goja. Nesting deeper than maxJSONDepth is an
 // error too (goja would recurse on the Go stack without bound).
+//
+// It is a lexer of its own beside vaultstore/strictjson's scanner, on
+// purpose: strictjson refuses what JSON.parse accepts (repeated keys,
+// invalid UTF-8, lone surrogates) and builds no value, while this parser
+// must accept all JSON.parse accepts and build goja values as it reads.
+// Building them from strictjson's scan would be a second pass over the
+// text, or a callback per token, in a path BenchmarkParseJSON keeps at a
+// third of goja's JSON.parse (32 to 46 µs against 104 to 127 µs for a
+// proxy request's args on the shared 2-core machine); and transforms would
+// import vaultstore's request-body package for it.
 
 var (
 	errJSONSyntax = errors.New("invalid JSON")

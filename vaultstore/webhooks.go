@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+	"go.uber.org/zap"
 )
 
 // Webhooks tell a tenant's systems about changes without polling. A
@@ -244,8 +245,9 @@ func (s *Store) DeleteWebhook(ctx context.Context, tenantID, id, actorID string)
 	}
 	// the worker drops events of a webhook that is gone; drop them now
 	// too, in batches, so a long queue does not wait for it
-	if _, err := s.dropWebhookQueue(context.WithoutCancel(ctx), tenantID, id); err != nil && !errors.Is(err, context.Canceled) {
-		s.logger.Warn("dropping a deleted webhook's events failed; the delivery worker drops them")
+	if _, err := s.dropWebhookQueue(context.WithoutCancel(ctx), tenantID, id); err != nil {
+		s.logger.Warn("dropping a deleted webhook's events failed; the delivery worker drops them",
+			zap.String("webhook_id", id), zap.Error(err))
 	}
 	return nil
 }

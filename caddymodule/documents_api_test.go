@@ -156,3 +156,20 @@ func TestDocumentsAPIRefusals(t *testing.T) {
 		t.Errorf("GET /permissions does not list documents:reveal: %s", r.raw)
 	}
 }
+
+// TestDocumentMaxSizeConfig: the limit defaults to 25 MB, takes the
+// configured size, and a negative one is refused by Validate.
+func TestDocumentMaxSizeConfig(t *testing.T) {
+	a := &App{}
+	if got := a.documentMaxBytes(); got != 25<<20 {
+		t.Errorf("default limit %d, want 25 MiB", got)
+	}
+	a.DocumentMaxSize = 10 << 20
+	if got := a.documentMaxBytes(); got != 10<<20 {
+		t.Errorf("configured limit %d", got)
+	}
+	bad := &App{HeaderPrefix: "SVC", MasterKey: "{env.TV_KEY}", DocumentMaxSize: -1}
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "document_max_size") {
+		t.Errorf("a negative document_max_size: %v", err)
+	}
+}

@@ -30,16 +30,17 @@ type auditExporter struct {
 	queue   chan []*ChainedAuditRecord
 	dropped atomic.Uint64
 	done    chan struct{}
-	once    sync.Once
+	quit    chan struct{}
+	start   sync.Once // the writer starts with the first logger
+	stop    sync.Once
+	started atomic.Bool
 }
 
 // exportLogger is one logger set with SetAuditExport.
 type exportLogger struct{ *zap.Logger }
 
 func newAuditExporter() *auditExporter {
-	e := &auditExporter{queue: make(chan []*ChainedAuditRecord, auditExportQueue), done: make(chan struct{})}
-	go e.run()
-	return e
+	return &auditExporter{queue: make(chan []*ChainedAuditRecord, auditExportQueue), done: make(chan struct{}), quit: make(chan struct{})}
 }
 
 // offer queues records that have committed. Without a logger nothing is
@@ -57,22 +58,43 @@ func (e *auditExporter) offer(recs []*ChainedAuditRecord) {
 
 func (e *auditExporter) run() {
 	defer close(e.done)
-	for recs := range e.queue {
-		l := e.logger.Load()
-		if l == nil {
-			e.dropped.Add(uint64(len(recs)))
-			continue
-		}
-		for _, r := range recs {
-			l.Info("audit record", auditFields(r)...)
+	for {
+		select {
+		case recs := <-e.queue:
+			e.write(recs)
+		case <-e.quit:
+			for { // what was queued before the store closed
+				select {
+				case recs := <-e.queue:
+					e.write(recs)
+				default:
+					return
+				}
+			}
 		}
 	}
 }
 
-// close writes what is queued and stops.
+func (e *auditExporter) write(recs []*ChainedAuditRecord) {
+	l := e.logger.Load()
+	if l == nil {
+		e.dropped.Add(uint64(len(recs)))
+		return
+	}
+	for _, r := range recs {
+		l.Info("audit record", auditFields(r)...)
+	}
+}
+
+// close writes what is queued and stops the writer, if it started.
 func (e *auditExporter) close() {
-	e.once.Do(func() { close(e.queue) })
-	<-e.done
+	e.stop.Do(func() {
+		e.start.Do(func() {}) // none starts after this
+		close(e.quit)         // the queue stays open: a late commit's offer must not panic
+	})
+	if e.started.Load() {
+		<-e.done
+	}
 }
 
 // auditFields are the zap fields of an exported record: the record's own
@@ -124,6 +146,10 @@ type AuditExport struct{ l *exportLogger }
 func (s *Store) SetAuditExport(logger *zap.Logger) AuditExport {
 	l := &exportLogger{logger}
 	s.exports.logger.Store(l)
+	s.exports.start.Do(func() {
+		s.exports.started.Store(true)
+		go s.exports.run()
+	})
 	return AuditExport{l}
 }
 

@@ -539,3 +539,41 @@ func TestAuditExportHasEveryField(t *testing.T) {
 		t.Errorf("export fields %v, record fields %v", enc.Fields, all)
 	}
 }
+
+// The chain survives both key rotations: a data key rotation re-seals the
+// records (their plaintext, which the MAC covers, is unchanged) and a
+// master key rotation rewraps the fingerprint key the chain key comes
+// from; a deleted tenant's chain goes with it.
+func TestAuditChainSurvivesKeyRotations(t *testing.T) {
+	w := newRotWorld(t, t.TempDir(), testMasterKey, 5)
+	ctx := context.Background()
+	tid := w.tenant.Tenant.ID
+	before := acVerify(t, w.s, tid, AuditSince{})
+	if !before.OK || before.HeadSeq == 0 {
+		t.Fatalf("before the rotations: %+v", before)
+	}
+	if _, err := w.s.RotateDataKey(ctx, tid); err != nil {
+		t.Fatal(err)
+	}
+	waitReseal(t, w.s, tid)
+	assertAllSealedUnder(t, w.s, tid, 2)
+	if err := w.s.RotateMasterKey(ctx, rotNewKey); err != nil {
+		t.Fatal(err)
+	}
+	w.ids = append(w.ids, w.create(t, len(w.ids)))
+	after := acVerify(t, w.s, tid, AuditSince{})
+	if !after.OK || after.HeadSeq <= before.HeadSeq || after.Verified != after.HeadSeq {
+		t.Fatalf("after the rotations: %+v %s", after, acFaults(after))
+	}
+	if err := w.s.DeleteTenant(ctx, tid); err != nil {
+		t.Fatal(err)
+	}
+	for _, prefix := range []string{string(auditSeqPrefix(tid)), keyVersion + "t/" + tid + "/logchain/"} {
+		if left := kvKeys(t, w.s, prefix); len(left) != 0 {
+			t.Errorf("%d entries left under %s after the tenant was deleted", len(left), prefix)
+		}
+	}
+	if _, err := w.s.VerifyAuditChain(ctx, tid, AuditSince{}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("verifying a deleted tenant: %v", err)
+	}
+}

@@ -8,10 +8,18 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tokenvault/tokenvault/vaultstore/query"
 )
 
+// The token search: the HTTP-independent entry point of
+// POST /tokens/search. The language (parsing, evaluation, which queries
+// indexes answer) is package query; this file gives it the vault's rules
+// (searchDomain), a token's attributes (searchedToken) and the indexes,
+// and keeps permissions, expiry, paging and the audit record.
+
 // SearchTokens returns one page of the tokens matching a query (see
-// search_query.go for the language), oldest first, shaped with the
+// package query for the language), oldest first, shaped with the
 // transform of the caller's token:search permission on each token's
 // container, and how many match in all. Tokens whose container the
 // caller may not search, and expired tokens, neither match nor count.
@@ -24,11 +32,11 @@ import (
 // data itself. Any other query scans the tenant's tokens in creation
 // order, deciding container, id, type and created_at terms from the order
 // index and opening a token only when another term needs it.
-func (s *Store) SearchTokens(ctx context.Context, req TokenRequest, query string, offset, limit int) ([]*Token, int, error) {
+func (s *Store) SearchTokens(ctx context.Context, req TokenRequest, queryText string, offset, limit int) ([]*Token, int, error) {
 	if !req.Application.Can("token:search") {
 		return nil, 0, &PermissionError{Permission: "token:search"}
 	}
-	q, err := parseSearchQuery(query)
+	q, err := parseSearchQuery(queryText)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -44,7 +52,7 @@ func (s *Store) SearchTokens(ctx context.Context, req TokenRequest, query string
 		}
 		e := &searchExec{s: s, r: r, tk: tk, req: req, now: s.now()}
 		e.plan(q)
-		ids, indexed, err := e.candidates(q)
+		ids, indexed, err := q.Candidates(e.lookup)
 		if err != nil {
 			return err
 		}
@@ -90,103 +98,30 @@ type searchExec struct {
 
 // plan computes what terms need from the tenant's keys: the keyed hash
 // of every data value, exactly as derive computes a search index's.
-func (e *searchExec) plan(q *searchExpr) {
-	if q.op == searchTermOp {
-		if q.term.field == fieldData {
-			q.term.hash = e.tk.searchHashOf(strings.ToLower(q.term.value))
-		}
-		return
-	}
-	for _, k := range q.kids {
-		e.plan(k)
-	}
-}
-
-// indexable reports whether index lookups alone find every token that
-// may match q: q is a data, fingerprint or id term, an AND with such a
-// kid, or an OR of such kids. A NOT never is.
-func indexable(q *searchExpr) bool {
-	switch q.op {
-	case searchTermOp:
-		switch q.term.field {
-		case fieldID, fieldFingerprint, fieldData:
-			return true
-		}
-	case searchAndOp:
-		return slices.ContainsFunc(q.kids, indexable)
-	case searchOrOp:
-		return !slices.ContainsFunc(q.kids, func(k *searchExpr) bool { return !indexable(k) })
-	}
-	return false
-}
-
-// candidates returns the ids the index lookups of an indexable q find,
-// sorted and without duplicates, or indexed false when q needs a scan.
-// An AND looks up its indexable kids only; its other kids are checked
-// on the loaded tokens.
-func (e *searchExec) candidates(q *searchExpr) ([]string, bool, error) {
-	if !indexable(q) {
-		return nil, false, nil
-	}
-	switch q.op {
-	case searchTermOp:
-		return e.lookup(q.term)
-	case searchAndOp:
-		var (
-			set   []string
-			found bool
-		)
-		for _, k := range q.kids {
-			if !indexable(k) {
-				continue
-			}
-			if found && len(set) == 0 {
-				break // nothing left to intersect
-			}
-			ids, _, err := e.candidates(k)
-			if err != nil {
-				return nil, false, err
-			}
-			if !found {
-				set, found = ids, true
-			} else {
-				set = intersectSorted(set, ids)
-			}
-		}
-		return set, true, nil
-	}
-	// an OR
-	var set []string
-	for _, k := range q.kids {
-		ids, _, err := e.candidates(k)
-		if err != nil {
-			return nil, false, err
-		}
-		set = append(set, ids...)
-	}
-	slices.Sort(set)
-	return slices.Compact(set), true, nil
+func (e *searchExec) plan(q *query.Expr) {
+	q.SetHashes(func(v string) string { return e.tk.searchHashOf(strings.ToLower(v)) })
 }
 
 // lookup answers an indexed term from its index.
-func (e *searchExec) lookup(t *searchTerm) ([]string, bool, error) {
+// It returns sorted ids.
+func (e *searchExec) lookup(t *query.Term) ([]string, error) {
 	tid := e.req.Tenant.ID
 	var prefix []byte
-	switch t.field {
-	case fieldID:
-		if !validLookupID(t.value) {
-			return nil, true, nil
+	switch t.Field {
+	case query.FieldID:
+		if !validLookupID(t.Value) {
+			return nil, nil
 		}
-		return []string{t.value}, true, nil
-	case fieldFingerprint:
-		if !isHashText(t.value) {
-			return nil, true, nil // no fingerprint is written so
+		return []string{t.Value}, nil
+	case query.FieldFingerprint:
+		if !isHashText(t.Value) {
+			return nil, nil // no fingerprint is written so
 		}
-		prefix = fingerprintIndexPrefix(tid, t.value)
-	case fieldData:
-		prefix = searchIndexPrefix(tid, t.hash)
+		prefix = fingerprintIndexPrefix(tid, t.Value)
+	case query.FieldData:
+		prefix = searchIndexPrefix(tid, t.Hash)
 	default:
-		return nil, false, nil // not reached: only indexable terms are looked up
+		return nil, fmt.Errorf("search: looking up a term the indexes do not hold") // not reached: Candidates looks up indexable terms only
 	}
 	var ids []string
 	err := e.r.Scan(prefix, nil, func(key, _ []byte) error {
@@ -194,10 +129,10 @@ func (e *searchExec) lookup(t *searchTerm) ([]string, bool, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	slices.Sort(ids)
-	return ids, true, nil
+	return ids, nil
 }
 
 // validLookupID reports whether id could name a token key of its own.
@@ -220,23 +155,6 @@ func isHashText(s string) bool {
 	return true
 }
 
-func intersectSorted(a, b []string) []string {
-	var out []string
-	for i, j := 0, 0; i < len(a) && j < len(b); {
-		switch c := strings.Compare(a[i], b[j]); {
-		case c < 0:
-			i++
-		case c > 0:
-			j++
-		default:
-			out = append(out, a[i])
-			i++
-			j++
-		}
-	}
-	return out
-}
-
 // searchHit is a match kept by its place in creation order.
 type searchHit struct {
 	created int64
@@ -245,7 +163,7 @@ type searchHit struct {
 
 // fromCandidates loads the candidates an index found, keeps those the
 // caller may search that match the whole query, and returns the page.
-func (e *searchExec) fromCandidates(ctx context.Context, q *searchExpr, ids []string, offset, limit int) ([]*tokenRecord, int, error) {
+func (e *searchExec) fromCandidates(ctx context.Context, q *query.Expr, ids []string, offset, limit int) ([]*tokenRecord, int, error) {
 	var hits []searchHit
 	for i, id := range ids {
 		if i%256 == 255 {
@@ -259,7 +177,7 @@ func (e *searchExec) fromCandidates(ctx context.Context, q *searchExpr, ids []st
 		} else if err != nil {
 			return nil, 0, err
 		}
-		if !e.searchable(rec.container()) || !e.match(q, rec) {
+		if !e.searchable(rec.container()) || !q.Match(searchedToken{rec}) {
 			continue
 		}
 		hits = append(hits, searchHit{rec.CreatedAt.UnixNano(), rec.ID})
@@ -293,7 +211,7 @@ func (e *searchExec) fromCandidates(ctx context.Context, q *searchExpr, ids []st
 }
 
 // scan walks the tenant's tokens in creation order.
-func (e *searchExec) scan(ctx context.Context, q *searchExpr, offset, limit int) ([]*tokenRecord, int, error) {
+func (e *searchExec) scan(ctx context.Context, q *query.Expr, offset, limit int) ([]*tokenRecord, int, error) {
 	var (
 		page  []*tokenRecord
 		total int
@@ -313,25 +231,25 @@ func (e *searchExec) scan(ctx context.Context, q *searchExpr, offset, limit int)
 		if !e.searchable(o.container) {
 			return nil
 		}
-		entry := orderEntry{id: lastSegment(key), container: o.container, tokenType: o.tokenType}
+		entry := query.Entry{ID: lastSegment(key), Container: o.container, Type: o.tokenType}
 		if created, ok := orderCreated(key[len(prefix):]); ok {
-			entry.created, entry.hasCreated = created, true
+			entry.Created, entry.HasCreated = created, true
 		}
-		m := e.partial(q, &entry)
-		if m == triFalse {
+		m := q.Partial(&entry)
+		if m == query.False {
 			return nil
 		}
-		if m == triTrue && (total < offset || len(page) >= limit) {
+		if m == query.True && (total < offset || len(page) >= limit) {
 			total++ // counted without opening the record
 			return nil
 		}
-		rec, err := e.s.loadToken(e.r, e.tk, e.req.Tenant.ID, entry.id)
+		rec, err := e.s.loadToken(e.r, e.tk, e.req.Tenant.ID, entry.ID)
 		if errors.Is(err, ErrNotFound) {
 			return nil
 		} else if err != nil {
 			return err
 		}
-		if m == triUnknown && !e.match(q, rec) {
+		if m == query.Unknown && !q.Match(searchedToken{rec}) {
 			return nil
 		}
 		if total >= offset && len(page) < limit {
@@ -365,159 +283,93 @@ func (e *searchExec) searchable(container string) bool {
 	return ok
 }
 
-// match evaluates the query on a token.
-func (e *searchExec) match(q *searchExpr, rec *tokenRecord) bool {
-	switch q.op {
-	case searchAndOp:
-		for _, k := range q.kids {
-			if !e.match(k, rec) {
-				return false
-			}
-		}
-		return true
-	case searchOrOp:
-		for _, k := range q.kids {
-			if e.match(k, rec) {
-				return true
-			}
-		}
-		return false
-	case searchNotOp:
-		return !e.match(q.kids[0], rec)
+// parseSearchQuery parses a query with the vault's rules, or returns a
+// *ValidationError on "query" whose message is the parser's
+// ("position N: ...", never quoting the query).
+func parseSearchQuery(text string) (*query.Expr, error) {
+	q, err := query.Parse(text, searchDomain{})
+	if err != nil {
+		return nil, invalid("query", err.Error())
 	}
-	t := q.term
-	switch t.field {
-	case fieldID:
-		return rec.ID == t.value
-	case fieldType:
-		return rec.Type == t.value
-	case fieldFingerprint:
-		return rec.Fingerprint != "" && rec.Fingerprint == t.value
-	case fieldContainer:
-		return containerMatches(t, rec.container())
-	case fieldMetadata:
-		got, ok := rec.Metadata[t.key]
-		return ok && strings.EqualFold(got, t.value)
-	case fieldData:
-		_, found := slices.BinarySearch(rec.IndexHashes, t.hash)
-		return found
-	case fieldCreatedAt:
-		return rec.CreatedAt != nil && t.rng.contains(rec.CreatedAt.Time)
-	case fieldModifiedAt:
-		return rec.ModifiedAt != nil && t.rng.contains(rec.ModifiedAt.Time)
-	case fieldCreatedBy:
-		return rec.CreatedBy == t.value
-	case fieldModifiedBy:
-		return rec.ModifiedBy == t.value
-	case fieldCardBIN, fieldCardLast4, fieldCardBrand:
-		return cardDetailMatches(t, rec)
-	}
-	return false
+	return q, nil
 }
 
-// cardDetailMatches evaluates a card.bin, card.last4 or card.brand term
-// on a token's card details (derived now for a record written before
-// they were stored): the BIN and last four exactly, the brand in any
-// case.
-func cardDetailMatches(t *searchTerm, rec *tokenRecord) bool {
-	card := rec.Card
-	if card == nil && rec.Bank == nil {
-		card, _ = deriveDetails(rec.Type, rec.Data)
+// searchDomain gives the query language the vault's rules.
+type searchDomain struct{}
+
+var _ query.Domain = searchDomain{}
+
+// IsTokenType reports whether name is a token type.
+func (searchDomain) IsTokenType(name string) bool {
+	_, ok := LookupTokenType(name)
+	return ok
+}
+
+// NormalizeContainer is the package's NormalizeContainer.
+func (searchDomain) NormalizeContainer(c string) (string, bool) { return NormalizeContainer(c) }
+
+// ParseDateTime reads the forms expires_at takes.
+func (searchDomain) ParseDateTime(s string) (time.Time, bool, query.DateProblem) {
+	t, dateOnly, problem := parseDateTime(s)
+	switch problem {
+	case dateTimeBadForm:
+		return time.Time{}, false, query.DateBadForm
+	case dateTimeBadOffset:
+		return time.Time{}, false, query.DateBadOffset
+	}
+	return t, dateOnly, query.DateOK
+}
+
+// NormalizeBrand is the form card details store a brand in.
+func (searchDomain) NormalizeBrand(b string) string { return normalizeBrand(b) }
+
+// searchedToken is a token record as a query sees it. One pointer wide,
+// it goes into the query.Token interface without an allocation.
+type searchedToken struct{ rec *tokenRecord }
+
+var _ query.Token = searchedToken{}
+
+func (t searchedToken) ID() string          { return t.rec.ID }
+func (t searchedToken) Type() string        { return t.rec.Type }
+func (t searchedToken) Fingerprint() string { return t.rec.Fingerprint }
+func (t searchedToken) Container() string   { return t.rec.container() }
+func (t searchedToken) CreatedBy() string   { return t.rec.CreatedBy }
+func (t searchedToken) ModifiedBy() string  { return t.rec.ModifiedBy }
+
+func (t searchedToken) Metadata(key string) (string, bool) {
+	v, ok := t.rec.Metadata[key]
+	return v, ok
+}
+
+// HasSearchHash looks the hash up in the record's sorted index hashes.
+func (t searchedToken) HasSearchHash(hash string) bool {
+	_, found := slices.BinarySearch(t.rec.IndexHashes, hash)
+	return found
+}
+
+func (t searchedToken) CreatedAt() (time.Time, bool) {
+	if t.rec.CreatedAt == nil {
+		return time.Time{}, false
+	}
+	return t.rec.CreatedAt.Time, true
+}
+
+func (t searchedToken) ModifiedAt() (time.Time, bool) {
+	if t.rec.ModifiedAt == nil {
+		return time.Time{}, false
+	}
+	return t.rec.ModifiedAt.Time, true
+}
+
+// Card gives the token's card details, derived now for a record written
+// before they were stored.
+func (t searchedToken) Card() (bin, last4, brand string, ok bool) {
+	card := t.rec.Card
+	if card == nil && t.rec.Bank == nil {
+		card, _ = deriveDetails(t.rec.Type, t.rec.Data)
 	}
 	if card == nil {
-		return false
+		return "", "", "", false
 	}
-	switch t.field {
-	case fieldCardBIN:
-		return card.BIN == t.value
-	case fieldCardLast4:
-		return card.Last4 == t.value
-	}
-	return card.Brand != "" && card.Brand == normalizeBrand(t.value)
-}
-
-func containerMatches(t *searchTerm, container string) bool {
-	if t.prefix {
-		return strings.HasPrefix(container, t.value)
-	}
-	return container == t.value
-}
-
-// orderEntry is what a list order entry tells about a token without
-// opening it.
-type orderEntry struct {
-	id         string
-	container  string
-	tokenType  string // "" when the entry predates store format 2
-	created    time.Time
-	hasCreated bool
-}
-
-// tri is a three-valued truth: a term the order entry cannot decide is
-// unknown.
-type tri uint8
-
-const (
-	triFalse tri = iota
-	triTrue
-	triUnknown
-)
-
-// partial evaluates the query on an order entry, in Kleene's logic.
-func (e *searchExec) partial(q *searchExpr, o *orderEntry) tri {
-	switch q.op {
-	case searchAndOp:
-		out := triTrue
-		for _, k := range q.kids {
-			switch e.partial(k, o) {
-			case triFalse:
-				return triFalse
-			case triUnknown:
-				out = triUnknown
-			}
-		}
-		return out
-	case searchOrOp:
-		out := triFalse
-		for _, k := range q.kids {
-			switch e.partial(k, o) {
-			case triTrue:
-				return triTrue
-			case triUnknown:
-				out = triUnknown
-			}
-		}
-		return out
-	case searchNotOp:
-		switch e.partial(q.kids[0], o) {
-		case triTrue:
-			return triFalse
-		case triFalse:
-			return triTrue
-		}
-		return triUnknown
-	}
-	t := q.term
-	switch t.field {
-	case fieldID:
-		return triOf(o.id == t.value)
-	case fieldContainer:
-		return triOf(containerMatches(t, o.container))
-	case fieldType:
-		if o.tokenType != "" {
-			return triOf(o.tokenType == t.value)
-		}
-	case fieldCreatedAt:
-		if o.hasCreated {
-			return triOf(t.rng.contains(o.created))
-		}
-	}
-	return triUnknown
-}
-
-func triOf(b bool) tri {
-	if b {
-		return triTrue
-	}
-	return triFalse
+	return card.BIN, card.Last4, card.Brand, true
 }

@@ -1,7 +1,8 @@
-package vaultstore
+package query
 
 import (
 	"errors"
+	"fmt"
 	"regexp"
 	"slices"
 	"strconv"
@@ -11,34 +12,34 @@ import (
 	"unicode/utf8"
 )
 
-// sqCanon prints a parsed query fully parenthesized, with every value
+// canon prints a parsed query fully parenthesized, with every value
 // quoted and every time in UTC, so that it parses back to itself. Tests
 // only: it prints data values.
-func sqCanon(e *searchExpr) string {
-	switch e.op {
-	case searchAndOp, searchOrOp:
+func canon(e *Expr) string {
+	switch e.Op {
+	case AndOp, OrOp:
 		sep := " AND "
-		if e.op == searchOrOp {
+		if e.Op == OrOp {
 			sep = " OR "
 		}
-		parts := make([]string, len(e.kids))
-		for i, k := range e.kids {
-			parts[i] = sqCanon(k)
+		parts := make([]string, len(e.Kids))
+		for i, k := range e.Kids {
+			parts[i] = canon(k)
 		}
 		return "(" + strings.Join(parts, sep) + ")"
-	case searchNotOp:
-		return "NOT " + sqCanon(e.kids[0])
+	case NotOp:
+		return "NOT " + canon(e.Kids[0])
 	}
-	t := e.term
+	t := e.Term
 	name := ""
-	for n, f := range searchFields {
-		if f == t.field {
+	for n, f := range fields {
+		if f == t.Field {
 			name = n
 		}
 	}
-	if t.field == fieldMetadata {
+	if t.Field == FieldMetadata {
 		var b strings.Builder
-		for _, r := range t.key {
+		for _, r := range t.Key {
 			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '.') {
 				b.WriteByte('\\')
 			}
@@ -46,31 +47,31 @@ func sqCanon(e *searchExpr) string {
 		}
 		name = "metadata." + b.String()
 	}
-	if t.field == fieldCreatedAt || t.field == fieldModifiedAt {
-		r := t.rng
+	if t.Field == FieldCreatedAt || t.Field == FieldModifiedAt {
+		r := t.Range
 		from, to, open, closing := "*", "*", "{", "}"
-		if r.hasFrom {
-			from = r.from.UTC().Format(time.RFC3339Nano)
+		if r.HasFrom {
+			from = r.From.UTC().Format(time.RFC3339Nano)
 		}
-		if r.hasTo {
-			to = r.to.UTC().Format(time.RFC3339Nano)
+		if r.HasTo {
+			to = r.To.UTC().Format(time.RFC3339Nano)
 		}
-		if r.fromIncl {
+		if r.FromIncl {
 			open = "["
 		}
-		if r.toIncl {
+		if r.ToIncl {
 			closing = "]"
 		}
 		return name + ":" + open + from + " TO " + to + closing
 	}
-	v := t.value
-	if t.prefix {
+	v := t.Value
+	if t.Prefix {
 		v += "*"
 	}
-	return name + ":" + sqQuote(v)
+	return name + ":" + quote(v)
 }
 
-func sqQuote(v string) string {
+func quote(v string) string {
 	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(v) + `"`
 }
 
@@ -128,24 +129,24 @@ func TestParseSearchQuery(t *testing.T) {
 		{`modified_at:["2024-05-06" TO "2024-05-06T12:00"]`, `modified_at:[2024-05-06T00:00:00Z TO 2024-05-06T12:00:00Z]`},
 		{`created_at:[2024-05-06t10:00:00z TO *]`, `created_at:[2024-05-06T10:00:00Z TO *}`},
 	} {
-		e, err := parseSearchQuery(tc.in)
+		e, err := Parse(tc.in, testDomain{})
 		if err != nil {
-			t.Errorf("parse %q: %v", tc.in, sqErrText(err))
+			t.Errorf("parse %q: %v", tc.in, errText(err))
 			continue
 		}
-		if got := sqCanon(e); got != tc.want {
+		if got := canon(e); got != tc.want {
 			t.Errorf("parse %q\n got %s\nwant %s", tc.in, got, tc.want)
 		}
 	}
 }
 
-// sqErrText returns the one message of a query ValidationError.
-func sqErrText(err error) string {
-	var v *ValidationError
-	if !errors.As(err, &v) {
-		return "not a ValidationError: " + err.Error()
+// errText returns the text of a query *Error.
+func errText(err error) string {
+	var e *Error
+	if !errors.As(err, &e) {
+		return "not an *Error: " + err.Error()
 	}
-	return strings.Join(v.Fields["query"], "; ")
+	return e.Error()
 }
 
 func TestParseSearchQueryErrors(t *testing.T) {
@@ -222,14 +223,14 @@ func TestParseSearchQueryErrors(t *testing.T) {
 		{deep, 21, msgTooDeep},
 		{strings.Repeat("!", 21) + "type:card", 21, msgTooDeep},
 	} {
-		_, err := parseSearchQuery(tc.in)
+		_, err := Parse(tc.in, testDomain{})
 		want := "position " + strconv.Itoa(tc.pos) + ": " + tc.want
-		var v *ValidationError
-		if !errors.As(err, &v) || len(v.Fields) != 1 || len(v.Fields["query"]) != 1 {
-			t.Errorf("parse %.60q: err = %v, want a ValidationError on query", tc.in, err)
+		var e *Error
+		if !errors.As(err, &e) {
+			t.Errorf("parse %.60q: err = %v, want an *Error", tc.in, err)
 			continue
 		}
-		if got := v.Fields["query"][0]; got != want {
+		if got := e.Error(); got != want {
 			t.Errorf("parse %.60q\n got %s\nwant %s", tc.in, got, want)
 		}
 	}
@@ -239,10 +240,10 @@ func TestParseSearchQueryErrors(t *testing.T) {
 func TestParseSearchQueryLimits(t *testing.T) {
 	many := strings.Repeat("type:card OR ", 49) + "type:bank"
 	deep := strings.Repeat("(", 20) + "type:card" + strings.Repeat(")", 20)
-	long := "data:" + strings.Repeat("a", MaxSearchQueryLength-5)
+	long := "data:" + strings.Repeat("a", MaxLength-5)
 	for _, q := range []string{many, deep, long} {
-		if _, err := parseSearchQuery(q); err != nil {
-			t.Errorf("parse %.40q...: %v", q, sqErrText(err))
+		if _, err := Parse(q, testDomain{}); err != nil {
+			t.Errorf("parse %.40q...: %v", q, errText(err))
 		}
 	}
 }
@@ -252,33 +253,32 @@ func TestParseSearchQueryLimits(t *testing.T) {
 // appears in it.
 func TestSearchQueryErrorsNeverQuoteValues(t *testing.T) {
 	for _, q := range []string{
-		`data:` + twVisa + ` AND (`,
-		`data:` + twVisa + ` AND`,
-		`data:"` + twVisa,
-		`data:` + twVisa + `*`,
-		`data:` + twVisa + ` OR data:` + twVisa + ` )`,
-		`data:[` + twVisa + ` TO *]`,
-		twVisa,
-		twVisa + `:x`,
-		`metadata.` + twVisa + `:`,
-		`container:/` + twVisa + `/x`,
-		`created_at:[` + twVisa + ` TO *]`,
-		`type:` + twVisa,
-		`id:` + twVisa + ` fingerprint:` + twVisa + ` \`,
+		`data:` + testVisa + ` AND (`,
+		`data:` + testVisa + ` AND`,
+		`data:"` + testVisa,
+		`data:` + testVisa + `*`,
+		`data:` + testVisa + ` OR data:` + testVisa + ` )`,
+		`data:[` + testVisa + ` TO *]`,
+		testVisa,
+		testVisa + `:x`,
+		`metadata.` + testVisa + `:`,
+		`container:/` + testVisa + `/x`,
+		`created_at:[` + testVisa + ` TO *]`,
+		`type:` + testVisa,
+		`id:` + testVisa + ` fingerprint:` + testVisa + ` \`,
 	} {
-		_, err := parseSearchQuery(q)
+		_, err := Parse(q, testDomain{})
 		if err == nil {
 			t.Errorf("parse %q: no error", q)
 			continue
 		}
-		twNote(t, err)
-		if text := sqErrText(err) + err.Error(); strings.Contains(text, twVisa) || strings.Contains(text, twVisa[:8]) || strings.Contains(text, twVisa[8:]) {
-			t.Errorf("an error quotes the query's data: %s", strings.ReplaceAll(text, twVisa, "<DATA>"))
+		if text := errText(err) + fmt.Sprintf("%+v %#v", err, err); strings.Contains(text, testVisa) || strings.Contains(text, testVisa[:8]) || strings.Contains(text, testVisa[8:]) {
+			t.Errorf("an error quotes the query's data: %s", strings.ReplaceAll(text, testVisa, "<DATA>"))
 		}
 	}
 }
 
-var sqMessages = []string{
+var messages = []string{
 	msgQueryEmpty, msgQueryTooLong, msgQueryBadUTF8, msgTooManyTerms, msgTooDeep, msgExpectTerm,
 	msgTermAfterAnd, msgTermAfterOr, msgTermAfterNot, msgTermAfterParen, msgAndWithoutLeft, msgOrWithoutLeft,
 	msgUnclosedParen, msgUnmatchedParen, msgNeedField, msgUnknownField, msgExpectValue, msgGroupedValue,
@@ -287,26 +287,26 @@ var sqMessages = []string{
 	msgUnclosedRange, msgBadDate, msgDateOffset, msgDateYear, msgRangeEmpty,
 }
 
-var sqErrPattern = regexp.MustCompile(`^position ([0-9]+): (.*)$`)
+var errPattern = regexp.MustCompile(`^position ([0-9]+): (.*)$`)
 
-// sqTerms counts a query's terms and its depth of parentheses and NOTs
+// countTerms counts a query's terms and its depth of parentheses and NOTs
 // (an upper bound on the written depth, as groups are flattened).
-func sqTerms(e *searchExpr) int {
-	if e.op == searchTermOp {
+func countTerms(e *Expr) int {
+	if e.Op == TermOp {
 		return 1
 	}
 	n := 0
-	for _, k := range e.kids {
-		n += sqTerms(k)
+	for _, k := range e.Kids {
+		n += countTerms(k)
 	}
 	return n
 }
 
-// FuzzParseSearchQuery: the parser never panics; a failure is one fixed
+// FuzzParse: the parser never panics; a failure is one fixed
 // message on "query" at a position inside the query (or one past its
 // end); a success prints to a canonical form that parses back to itself,
 // within the term bound.
-func FuzzParseSearchQuery(f *testing.F) {
+func FuzzParse(f *testing.F) {
 	for _, seed := range []string{
 		`type:card`, `type:card AND (data:"x y" OR NOT fingerprint:abc)`, `-id:x !id:y`,
 		`container:"/customer-123/*"`, `container:/pci/high/`, `metadata.customer:ACME`,
@@ -317,15 +317,15 @@ func FuzzParseSearchQuery(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, q string) {
-		e, err := parseSearchQuery(q)
+		e, err := Parse(q, testDomain{})
 		if err != nil {
-			var v *ValidationError
-			if !errors.As(err, &v) || len(v.Fields) != 1 || len(v.Fields["query"]) != 1 {
-				t.Fatalf("parse %q: %v is not one message on query", q, err)
+			var e *Error
+			if !errors.As(err, &e) {
+				t.Fatalf("parse %q: %v is not an *Error", q, err)
 			}
-			m := sqErrPattern.FindStringSubmatch(v.Fields["query"][0])
-			if m == nil || !slices.Contains(sqMessages, m[2]) {
-				t.Fatalf("parse %q: unexpected message %q", q, v.Fields["query"][0])
+			m := errPattern.FindStringSubmatch(e.Error())
+			if m == nil || !slices.Contains(messages, m[2]) {
+				t.Fatalf("parse %q: unexpected message %q", q, e.Error())
 			}
 			pos, _ := strconv.Atoi(m[1])
 			limit := utf8.RuneCountInString(q) + 1
@@ -334,21 +334,21 @@ func FuzzParseSearchQuery(f *testing.F) {
 			}
 			return
 		}
-		if n := sqTerms(e); n < 1 || n > MaxSearchQueryTerms {
+		if n := countTerms(e); n < 1 || n > MaxTerms {
 			t.Fatalf("parse %q: %d terms", q, n)
 		}
-		canon := sqCanon(e)
-		e2, err := parseSearchQuery(canon)
+		text := canon(e)
+		e2, err := Parse(text, testDomain{})
 		if err != nil {
 			// the canonical form, fully parenthesized, may outgrow the
 			// length and nesting bounds
-			if m := sqErrText(err); strings.HasSuffix(m, msgQueryTooLong) || strings.HasSuffix(m, msgTooDeep) {
+			if m := errText(err); strings.HasSuffix(m, msgQueryTooLong) || strings.HasSuffix(m, msgTooDeep) {
 				return
 			}
-			t.Fatalf("parse %q: canonical %q does not parse: %v", q, canon, sqErrText(err))
+			t.Fatalf("parse %q: canonical %q does not parse: %v", q, text, errText(err))
 		}
-		if again := sqCanon(e2); again != canon {
-			t.Fatalf("parse %q: canonical %q parses to %q", q, canon, again)
+		if again := canon(e2); again != text {
+			t.Fatalf("parse %q: canonical %q parses to %q", q, text, again)
 		}
 	})
 }

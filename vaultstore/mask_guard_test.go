@@ -135,3 +135,27 @@ func TestMaskGuardProbesDoNotFlagSafeMasks(t *testing.T) {
 		}
 	}
 }
+
+// A mask never shows the CVC, and a mask that fails on a token's data
+// hides that token's data instead of failing the read.
+func TestMaskNeverSeesCVC(t *testing.T) {
+	w := newTWWorld(t, nil)
+	showsCVC := w.mustCreate("admin", TokenInput{Type: "card", Data: twCard(twVisa, "9173"),
+		Mask: map[string]any{"c": "{{ data.cvc }}", "n": "{{ data.number | last4 }}"}})
+	got := w.mustGet("masker", showsCVC.ID)
+	if raw := twJSON(t, got.Data); strings.Contains(raw, "9173") {
+		t.Fatalf("a masked read shows the cvc: %s", raw)
+	}
+	failing := w.mustCreate("admin", TokenInput{Type: "token", Data: map[string]any{"a": "x", "b": "y"},
+		Mask: "{{ data | json: '$.*' }}"})
+	got, err := w.get("masker", failing.ID)
+	if err != nil {
+		t.Fatalf("a failing mask failed the read: %v", err)
+	}
+	if got.Data != nil {
+		t.Fatalf("a failing mask returned data: %v", got.Data)
+	}
+	if _, n := w.mustList("masker", TokenFilter{}, 0, 100); n != 2 {
+		t.Fatalf("list total %d, want 2", n)
+	}
+}

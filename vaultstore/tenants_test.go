@@ -371,3 +371,41 @@ func TestDeletedTenantStaysDeletedAfterConcurrentColdRead(t *testing.T) {
 		t.Errorf("records written for the deleted tenant: %v", left)
 	}
 }
+
+// A tenant delete interrupted after its keys were destroyed (a crash
+// before the bulk delete finished) is finished on the next open.
+func TestResumeInterruptedTenantDelete(t *testing.T) {
+	dir := t.TempDir()
+	s := openTestStore(t, Options{Dir: dir})
+	ct := mustCreateTenant(t, s, "Interrupted", TenantTest)
+	mustCreateApp(t, s, ct.Tenant.ID, ApplicationInput{Name: "left behind", Type: AppPrivate, Permissions: []string{"token:read"}})
+	// what DeleteTenant commits before its bulk delete
+	if err := s.kv.Update(context.Background(), func(w Writer) error {
+		if err := w.Put(tenantDeletionKey(ct.Tenant.ID), nil, 0); err != nil {
+			return err
+		}
+		return w.Delete(tenantKey(ct.Tenant.ID))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	closeTestStore(t, s)
+
+	s = openTestStore(t, Options{Dir: dir})
+	if err := s.resumeTenantDeletions(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	if err := s.kv.View(context.Background(), func(r Reader) error {
+		for _, p := range [][]byte{tenantDataPrefix(ct.Tenant.ID), tenantDeletionPrefix()} {
+			if err := r.Scan(p, nil, func(k, _ []byte) error { left = append(left, string(k)); return nil }); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(left) > 0 {
+		t.Fatalf("records of the deleted tenant remain: %v", left)
+	}
+}

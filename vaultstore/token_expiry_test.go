@@ -505,3 +505,17 @@ func TestCVCNotKeptInDerivedValues(t *testing.T) {
 // twHoldsCVC reports whether a token's JSON holds the test CVC as a value
 // of its own: a random id or time may hold its four digits by chance.
 func twHoldsCVC(raw string) bool { return strings.Contains(raw, `"`+twCVC+`"`) }
+
+// An expiry beyond the bound is refused: its Unix nanoseconds would
+// overflow the expiry queue's key and stall the purge for every tenant.
+func TestExpiresAtUpperBound(t *testing.T) {
+	now := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
+	for _, in := range []string{"3000-01-01T00:00:00Z", "1/1/2300"} {
+		if _, err := ParseExpiresAt(in, now); err == nil {
+			t.Errorf("ParseExpiresAt(%q) accepted a date past %d years", in, MaxExpiresAtYears)
+		}
+	}
+	if _, err := ParseExpiresAt("2100-01-01T00:00:00Z", now); err != nil {
+		t.Errorf("a date within the bound: %v", err)
+	}
+}

@@ -407,3 +407,21 @@ func TestUpdateTokenDedupeConflict(t *testing.T) {
 		t.Errorf("update of the holder: %v", err)
 	}
 }
+
+// An update answer shows data only to a caller who may read the token.
+func TestUpdateAnswerNeedsRead(t *testing.T) {
+	w := newTWWorld(t, nil)
+	w.apps["updater"], _ = mustCreateApp(t, w.s, w.tenant.ID, ApplicationInput{Name: "updater", Type: AppPrivate,
+		Rules: []AccessRule{twRule(1, "/", TransformReveal, "token:update")}})
+	tok := w.mustCreate("admin", TokenInput{Type: "card", Data: twCard(twVisa, ""), Metadata: map[string]string{"k": "v"}})
+	got, err := w.update("updater", tok.ID, map[string]any{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Data != nil || got.Metadata != nil || got.Mask != nil {
+		t.Fatalf("an update answer to a caller without token:read shows %s", twJSON(t, got))
+	}
+	if got.ID != tok.ID {
+		t.Fatalf("answer id %q", got.ID)
+	}
+}

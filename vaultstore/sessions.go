@@ -279,7 +279,10 @@ func (s *Store) AuthorizeSession(ctx context.Context, authorizer *Principal, in 
 }
 
 // validate checks an authorization's shape, normalizing rule containers
-// and sorting rules by priority.
+// and sorting rules by priority. A session may hold only what a private
+// application may (token and reactor permissions): a browser's key never
+// manages the tenant, and every call it makes is a token or reactor call,
+// audited as the session.
 func (in *SessionAuthorization) validate() error {
 	v := &ValidationError{}
 	if in.Nonce == "" {
@@ -295,8 +298,11 @@ func (in *SessionAuthorization) validate() error {
 	}
 	checkNames := func(field string, list []string) {
 		for i, p := range list {
-			if !isPermission(p) {
+			switch {
+			case !isPermission(p):
 				v.Add(fmt.Sprintf("%s[%d]", field, i), "unknown permission")
+			case !slices.Contains(permissionsByType[AppPrivate], p):
+				v.Add(fmt.Sprintf("%s[%d]", field, i), fmt.Sprintf("a session holds only the permissions of private applications, not %q", p))
 			}
 		}
 	}

@@ -257,10 +257,8 @@ func TestSessionRefusals(t *testing.T) {
 	ctx := context.Background()
 	w := newSessionWorld(t)
 	other := mustCreateTenant(t, w.s, "O", TenantTest)
-	otherMgmt, err := w.s.Authenticate(ctx, other.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, otherKey := mustCreateApp(t, w.s, other.Tenant.ID, privateApp("other"))
+	otherPriv := w.as(t, otherKey.Key)
 	mgmt, err := w.s.Authenticate(ctx, w.tenant.Key)
 	if err != nil {
 		t.Fatal(err)
@@ -283,7 +281,7 @@ func TestSessionRefusals(t *testing.T) {
 		"public authorizer":           {w.public, ok, ErrForbidden},
 		"session authorizer":          {sess, ok, ErrForbidden},
 		"unknown nonce":               {w.private, SessionAuthorization{Nonce: "nope", Permissions: []string{"token:read"}}, ErrNotFound},
-		"nonce of another tenant":     {otherMgmt, SessionAuthorization{Nonce: cs.Nonce, Permissions: []string{"tenant:read"}}, ErrNotFound},
+		"nonce of another tenant":     {otherPriv, ok, ErrNotFound},
 		"management lacks token:read": {mgmt, ok, ErrForbidden},
 	} {
 		if err := w.s.AuthorizeSession(ctx, tc.by, tc.in); !errors.Is(err, tc.want) {
@@ -297,6 +295,7 @@ func TestSessionRefusals(t *testing.T) {
 		"no nonce":           {SessionAuthorization{Permissions: []string{"token:read"}}, "nonce"},
 		"nothing granted":    {SessionAuthorization{Nonce: cs.Nonce}, "permissions"},
 		"unknown perm":       {SessionAuthorization{Nonce: cs.Nonce, Permissions: []string{"token:fly"}}, "permissions[0]"},
+		"management perm":    {SessionAuthorization{Nonce: cs.Nonce, Permissions: []string{"token:read", "application:create"}}, "permissions[1]"},
 		"both":               {SessionAuthorization{Nonce: cs.Nonce, Permissions: []string{"token:read"}, Rules: []SessionRule{{Priority: 1, Container: "/", Transform: "mask", Permissions: []string{"token:read"}}}}, "rules"},
 		"bad attribute":      {SessionAuthorization{Nonce: cs.Nonce, Rules: []SessionRule{{Priority: 1, Transform: "mask", Permissions: []string{"token:read"}, Conditions: []Condition{{Attribute: "data", Operator: "equals", Value: "x"}}}}}, "rules[0].conditions[0].attribute"},
 		"bad operator":       {SessionAuthorization{Nonce: cs.Nonce, Rules: []SessionRule{{Priority: 1, Transform: "mask", Permissions: []string{"token:read"}, Conditions: []Condition{{Attribute: "id", Operator: "matches", Value: "x"}}}}}, "rules[0].conditions[0].operator"},

@@ -65,7 +65,9 @@ describe('sessions, async reactors, roles and templates through @basis-theory/no
       assert.equal(err.statusCode, 404);
     });
     const sess = await s.pub.sessions.create();
-    await rejects(s.backend.sessions.authorize({ nonce: sess.nonce, permissions: ['tenant:read'] }), checkError(BasisTheory.ForbiddenError, 403, 'grant beyond the authorizer'));
+    const reader = client((await mgmt.applications.create({ name: unique('sdk-sess-reader'), type: 'private', permissions: ['token:read'] })).key);
+    await rejects(reader.sessions.authorize({ nonce: sess.nonce, permissions: ['token:use'] }), checkError(BasisTheory.ForbiddenError, 403, 'grant beyond the authorizer'));
+    await rejects(s.backend.sessions.authorize({ nonce: sess.nonce, permissions: ['tenant:read'] }), checkError(BasisTheory.BadRequestError, 400, 'a management permission for a session'));
     await rejects(s.pub.sessions.authorize({ nonce: sess.nonce, permissions: ['token:create'] }), checkError(BasisTheory.ForbiddenError, 403, 'a public key authorizes'));
     await rejects(s.backend.sessions.authorize({ nonce: sess.nonce }), checkError(BasisTheory.BadRequestError, 400, 'nothing granted'));
   });

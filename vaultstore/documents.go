@@ -133,17 +133,17 @@ func (in *DocumentInput) validate() error {
 // Commit it, or Abort; an upload neither committed nor aborted is swept
 // away after a day.
 type DocumentUpload struct {
-	s      *Store
-	ctx    context.Context
-	req    TokenRequest
-	id     string
-	limit  int64
-	size   int64
-	chunks int
-	buf    []byte   // the chunk being filled
-	sealed [][]byte // chunks sealed, not yet written
-	done   bool
-	err    error
+	s       *Store
+	ctx     context.Context
+	req     TokenRequest
+	id      string
+	limit   int64
+	size    int64
+	chunks  int
+	buf     []byte   // the chunk being filled
+	pending [][]byte // whole chunks not yet written, in clear (a batch at most)
+	done    bool
+	err     error
 }
 
 // BeginDocument starts an upload to the caller's tenant of at most limit
@@ -180,11 +180,9 @@ func (u *DocumentUpload) Write(p []byte) (int, error) {
 		u.buf = append(u.buf, p[:take]...)
 		p, n, u.size = p[take:], n+take, u.size+int64(take)
 		if len(u.buf) == DocumentChunkSize {
-			if err := u.sealChunk(); err != nil {
-				u.err = err
-				return n, err
-			}
-			if len(u.sealed) == documentBatchChunks {
+			u.pending = append(u.pending, u.buf)
+			u.buf = make([]byte, 0, DocumentChunkSize)
+			if len(u.pending) == documentBatchChunks {
 				if err := u.flush(); err != nil {
 					u.err = err
 					return n, err
@@ -195,53 +193,53 @@ func (u *DocumentUpload) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// sealChunk seals the chunk being filled under the tenant's current data
-// key.
-func (u *DocumentUpload) sealChunk() error {
-	var tk *tenantKeys
-	err := u.s.kv.View(u.ctx, func(r Reader) (err error) {
-		tk, err = u.s.tenantKeysFor(r, u.req.Tenant.ID)
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	sealed, err := seal(tk.aeads[tk.current], tk.current, u.buf, recordAAD("docchunk", u.req.Tenant.ID, chunkID(u.id, u.chunks)))
-	if err != nil {
-		return err
-	}
-	clear(u.buf)
-	u.buf = u.buf[:0]
-	u.sealed = append(u.sealed, sealed)
-	u.chunks++
-	return nil
-}
-
-// flush writes the sealed chunks held, in one transaction.
+// flush seals and writes the chunks held, in one transaction.
 func (u *DocumentUpload) flush() error {
-	first := u.chunks - len(u.sealed)
 	err := u.s.kv.Update(u.ctx, func(w Writer) error {
-		return u.putChunks(w, first)
+		tk, _, err := u.s.tenantForWrite(w, u.req.Tenant.ID)
+		if err != nil {
+			return err
+		}
+		return u.putChunks(w, tk)
 	})
 	if err != nil {
 		return err
 	}
-	u.sealed = u.sealed[:0]
+	u.written()
 	return nil
 }
 
-func (u *DocumentUpload) putChunks(w Writer, first int) error {
+// putChunks seals the chunks held under the tenant's current data key
+// and writes them. Sealing inside the transaction that read the tenant
+// record (tenantForWrite) means a data key rotation that destroys an old
+// key version conflicts with it and it seals again with the keys stored
+// then: a chunk is never written under a destroyed key.
+func (u *DocumentUpload) putChunks(w Writer, tk *tenantKeys) error {
 	// the marker must still be there: a sweep that took this upload
 	// for abandoned would not see chunks written after it
 	if _, err := w.Get(documentUploadKey(u.req.Tenant.ID, u.id)); err != nil {
 		return fmt.Errorf("document upload marker: %w", err)
 	}
-	for i, c := range u.sealed {
-		if err := w.Put(documentChunkKey(u.req.Tenant.ID, u.id, first+i), c, 0); err != nil {
+	first := u.chunks
+	for i, plain := range u.pending {
+		sealed, err := seal(tk.aeads[tk.current], tk.current, plain, recordAAD("docchunk", u.req.Tenant.ID, chunkID(u.id, first+i)))
+		if err != nil {
+			return err
+		}
+		if err := w.Put(documentChunkKey(u.req.Tenant.ID, u.id, first+i), sealed, 0); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// written forgets the chunks held once they are committed.
+func (u *DocumentUpload) written() {
+	for _, c := range u.pending {
+		clear(c)
+	}
+	u.chunks += len(u.pending)
+	u.pending = u.pending[:0]
 }
 
 // Commit validates in, writes what content is left and the document's
@@ -257,20 +255,18 @@ func (u *DocumentUpload) Commit(in DocumentInput) (*Document, error) {
 		return nil, err
 	}
 	if len(u.buf) > 0 {
-		if err := u.sealChunk(); err != nil {
-			return nil, err
-		}
+		u.pending = append(u.pending, u.buf)
+		u.buf = nil
 	}
 	s, tenantID := u.s, u.req.Tenant.ID
 	rec := &documentRecord{Document: Document{ID: u.id, TenantID: tenantID, Metadata: in.Metadata, ContentType: in.ContentType,
-		CreatedBy: u.req.Application.ID, CreatedAt: s.stampNow()}, Size: u.size, Chunks: u.chunks}
-	first := u.chunks - len(u.sealed)
+		CreatedBy: u.req.Application.ID, CreatedAt: s.stampNow()}, Size: u.size, Chunks: u.chunks + len(u.pending)}
 	err := s.kv.Update(u.ctx, func(w Writer) error {
 		tk, t, err := s.tenantForWrite(w, tenantID)
 		if err != nil {
 			return err
 		}
-		if err := u.putChunks(w, first); err != nil {
+		if err := u.putChunks(w, tk); err != nil {
 			return err
 		}
 		if err := w.Delete(documentUploadKey(tenantID, u.id)); err != nil {
@@ -284,7 +280,8 @@ func (u *DocumentUpload) Commit(in DocumentInput) (*Document, error) {
 	if err != nil {
 		return nil, err
 	}
-	u.done, u.sealed = true, nil
+	u.written()
+	u.done = true
 	return rec.view(), nil
 }
 
@@ -294,7 +291,11 @@ func (u *DocumentUpload) Abort() {
 	if u.done {
 		return
 	}
-	u.done, u.sealed = true, nil
+	u.done = true
+	for _, c := range u.pending {
+		clear(c)
+	}
+	u.pending = nil
 	// the request's context may be what ended the upload
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(u.ctx), time.Minute)
 	defer cancel()

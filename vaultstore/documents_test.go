@@ -392,8 +392,8 @@ func TestDocumentStreamsInBoundedMemory(t *testing.T) {
 		if _, err := u.Write(buf[:n]); err != nil {
 			t.Fatal(err)
 		}
-		if len(u.sealed) > documentBatchChunks || cap(u.buf) != DocumentChunkSize {
-			t.Fatalf("the upload holds %d sealed chunks and a buffer of %d", len(u.sealed), cap(u.buf))
+		if len(u.pending) >= documentBatchChunks || cap(u.buf) != DocumentChunkSize {
+			t.Fatalf("the upload holds %d chunks and a buffer of %d", len(u.pending), cap(u.buf))
 		}
 		if written += n; written%(4<<20) == 0 {
 			peak = max(peak, heap())
@@ -434,5 +434,43 @@ func TestDocumentStreamsInBoundedMemory(t *testing.T) {
 	t.Logf("live heap: %d MiB at the start, %+d MiB at the peak, for a %d MiB document", base>>20, growth>>20, size>>20)
 	if growth > size/2 {
 		t.Errorf("the live heap grew by %d MiB for a %d MiB document", growth>>20, size>>20)
+	}
+}
+
+// TestDocumentUploadAcrossRotation: a data key rotation that completes,
+// destroying the old key version, while an upload is under way leaves no
+// chunk sealed under the destroyed version: the document reads back.
+func TestDocumentUploadAcrossRotation(t *testing.T) {
+	w := newDocWorld(t)
+	ctx := context.Background()
+	content := docContent(5*documentBatchChunks*DocumentChunkSize/2, 7) // two batches written, half a batch held
+	u, err := w.s.BeginDocument(ctx, w.req, DefaultDocumentMaxBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	half := len(content) / 2
+	if _, err := u.Write(content[:half]); err != nil {
+		t.Fatal(err)
+	}
+	if len(u.pending) == 0 || u.chunks == 0 {
+		t.Fatalf("the upload holds %d chunks and wrote %d: the test needs both", len(u.pending), u.chunks)
+	}
+	if _, err := w.s.RotateDataKey(ctx, w.tenant.Tenant.ID); err != nil {
+		t.Fatal(err)
+	}
+	if st := waitReseal(t, w.s, w.tenant.Tenant.ID); len(st.Versions) != 1 || st.Versions[0] != 2 {
+		t.Fatalf("versions after the rotation: %v", st.Versions)
+	}
+	if _, err := u.Write(content[half:]); err != nil {
+		t.Fatal(err)
+	}
+	doc, err := u.Commit(DocumentInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertAllSealedUnder(t, w.s, w.tenant.Tenant.ID, 2)
+	got, err := w.read(t, w.s, doc.ID)
+	if err != nil || !bytes.Equal(got, content) {
+		t.Errorf("the document uploaded across a rotation: %d bytes, %v", len(got), err)
 	}
 }

@@ -155,17 +155,33 @@ func TestAuditChainExportEndToEnd(t *testing.T) {
 			t.Errorf("verify %v: %v %v\n%s", args, err, reps, errOut)
 		}
 	}
-	// the operator plane: the backup is in the export, beside the chains
+	// the operator plane: the backup and a tenant's deletion are in the
+	// export, beside the chains
+	gone := s.createTenant("Gone Co").Tenant.ID
+	if _, errOut, err := s.runCLI("vault", "tenant", "delete", gone, "--address", s.adminAddr); err != nil {
+		t.Fatalf("caddy vault tenant delete: %v\n%s", err, errOut)
+	}
 	deadline = time.Now().Add(30 * time.Second)
 	for {
+		var backupEvent, deleteEvent bool
 		raw, _ := os.ReadFile(auditFile)
-		if strings.Contains(string(raw), `"plane":"operator"`) && strings.Contains(string(raw), `"entity_type":"backup"`) {
+		for _, l := range strings.Split(string(raw), "\n") {
+			if !strings.Contains(l, `"plane":"operator"`) {
+				continue
+			}
+			backupEvent = backupEvent || strings.Contains(l, `"entity_type":"backup"`)
+			deleteEvent = deleteEvent || strings.Contains(l, `"entity_id":"`+gone+`"`) && strings.Contains(l, `"operation":"delete"`)
+		}
+		if backupEvent && deleteEvent {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the backup's operator event is not in the exported file")
+			t.Fatalf("operator events in the exported file: backup %v, tenant deletion %v", backupEvent, deleteEvent)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+	if v := s.metric("tokenvault_audit_export_dropped_total"); v != "0" {
+		t.Errorf("tokenvault_audit_export_dropped_total = %q, want 0", v)
 	}
 
 	// a tampered file: each kind is reported, and the command fails

@@ -345,3 +345,38 @@ func TestSessionSecretsStoredOnlyHashed(t *testing.T) {
 		t.Fatalf("session key index entries: %v", keys)
 	}
 }
+
+// BenchmarkAuthenticateSession measures resolving an authorized session
+// key: its index entry, the sealed session, the tenant and the authorizer,
+// read on every call (no cache, so a revoked right or an expiry shows at
+// once); compare BenchmarkAuthenticate for an API key.
+func BenchmarkAuthenticateSession(b *testing.B) {
+	ctx := context.Background()
+	s := openTestStore(b, Options{Dir: b.TempDir(), SyncWrites: false})
+	ct := mustCreateTenant(b, s, "Bench", TenantTest)
+	_, pubKey := mustCreateApp(b, s, ct.Tenant.ID, ApplicationInput{Name: "pub", Type: AppPublic, Permissions: []string{"token:create"}})
+	_, privKey := mustCreateApp(b, s, ct.Tenant.ID, privateApp("priv"))
+	pub, err := s.Authenticate(ctx, pubKey.Key)
+	if err != nil {
+		b.Fatal(err)
+	}
+	priv, err := s.Authenticate(ctx, privKey.Key)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cs, err := s.CreateSession(ctx, pub)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := s.AuthorizeSession(ctx, priv, SessionAuthorization{Nonce: cs.Nonce, Permissions: []string{"token:read"}}); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		p, err := s.Authenticate(ctx, cs.SessionKey)
+		if err != nil || !p.Application.Can("token:read") {
+			b.Fatalf("Authenticate = %v, %v", p, err)
+		}
+	}
+}

@@ -68,10 +68,8 @@ func exportedSeries(t *testing.T) map[string]bool {
 	for _, c := range rec.collectors {
 		var suffixes []string
 		switch c.(type) {
-		case prometheus.Histogram, *prometheus.HistogramVec:
+		case prometheus.Histogram, *prometheus.HistogramVec: // the vault exports no summary
 			suffixes = []string{"_bucket", "_sum", "_count"}
-		case prometheus.Summary, *prometheus.SummaryVec:
-			suffixes = []string{"_sum", "_count"}
 		}
 		ch := make(chan *prometheus.Desc, 32)
 		go func() { c.Describe(ch); close(ch) }()

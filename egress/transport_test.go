@@ -585,6 +585,7 @@ func TestTransportSettings(t *testing.T) {
 	}{
 		{"Proxy nil", tr.Proxy == nil && nilTr.Proxy == nil},
 		{"DialContext set", tr.DialContext != nil && nilTr.DialContext != nil},
+		//lint:ignore SA1019 the deprecated dialers must stay unset too: each would bypass the policy's DialContext
 		{"no DialTLSContext", tr.DialTLSContext == nil && tr.DialTLS == nil && tr.Dial == nil},
 		{"TLS 1.2 minimum", tr.TLSClientConfig.MinVersion == tls.VersionTLS12},
 		{"verification on", !tr.TLSClientConfig.InsecureSkipVerify && tr.TLSClientConfig.VerifyPeerCertificate == nil},

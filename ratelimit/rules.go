@@ -97,6 +97,7 @@ const (
 // invocations (a request with a proxy key or hostname, or marked
 // Unauthenticated or Whitelabel), whose paths belong to the destination.
 func DefaultRules() []Rule {
+	//lint:ignore ST1011 the name reads as the table's period, "10 s", not as a unit
 	const tenSeconds, minute = 10 * time.Second, time.Minute
 	return []Rule{
 		{Name: RuleTestTenant, Match: isTestTenant, Counter: byIPAndKey, Limit: 50, Per: tenSeconds},

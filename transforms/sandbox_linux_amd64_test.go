@@ -159,6 +159,7 @@ func probeSandbox() int {
 	for i := 0; i < 64; i++ {
 		keep = append(keep, make([]byte, 1<<20))
 	}
+	runtime.KeepAlive(keep) // 64 MiB live at once, then garbage
 	keep = nil
 	runtime.GC()
 	debug.FreeOSMemory()

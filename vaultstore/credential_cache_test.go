@@ -270,10 +270,8 @@ func TestCredentialRecord(t *testing.T) {
 func TestRecordCacheBoundedAndNeverStale(t *testing.T) {
 	s := openTestStore(t, Options{Dir: t.TempDir(), RecordCacheEntries: 3})
 	ctx := context.Background()
-	var keys []string
 	for i := range 5 {
 		ct := mustCreateTenant(t, s, fmt.Sprintf("T%d", i), TenantTest)
-		keys = append(keys, ct.Key)
 		if _, err := s.Authenticate(ctx, ct.Key); err != nil {
 			t.Fatal(err)
 		}

@@ -23,12 +23,6 @@ func (w *twWorld) detokenizeJSON(app, perm string, body []byte, opts DetokenizeO
 	return out, res, twNote(w.tb, err)
 }
 
-// dtJSON detokenizes body (placeholders filled) as a proxy would.
-func (w *dtWorld) dtJSON(tb testing.TB, body string, limit int) ([]byte, *DetokenizeResult, error) {
-	tb.Helper()
-	return w.at(tb).detokenizeJSON("admin", "token:use", []byte(w.fill(body)), DetokenizeOptions{Limit: limit})
-}
-
 // TestExpressionCandidates: the scan of a body looks only into strings
 // that hold a "{{" or "\u007", which expressionCandidates finds wherever
 // they are, one per quote at most, in order.

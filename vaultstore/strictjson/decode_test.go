@@ -284,10 +284,13 @@ func TestJSONFieldsMatchEncodingJSON(t *testing.T) {
 		A
 		B
 		*C
-		W   int `json:"-"`
-		V   int `json:"-,"`
-		U   int `json:"bad\"name"`
-		T   int `json:",omitempty"`
+		W int `json:"-"`
+		//lint:ignore SA5008 the tags encoding/json reads oddly are what the test is about
+		V int `json:"-,"`
+		//lint:ignore SA5008 as above
+		U int `json:"bad\"name"`
+		T int `json:",omitempty"`
+		//lint:ignore U1000 an unexported field, which decoding must leave alone
 		low int
 	}
 	type E struct {

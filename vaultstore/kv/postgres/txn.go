@@ -113,6 +113,8 @@ func (s *Store) run(ctx context.Context, op, begin string, fn func(*txn) error) 
 
 // runOnce runs fn in one transaction and commits it. It reports whether
 // the transaction may run again.
+//
+//lint:ignore ST1008 the retry verdict qualifies the error, and reads after it
 func (s *Store) runOnce(ctx context.Context, begin string, fn func(*txn) error) (error, retry) {
 	t := s.newTxn(ctx, begin)
 	defer t.end()

@@ -228,16 +228,21 @@ func TestWebhooksE2ESignedOrderedRetried(t *testing.T) {
 			t.Fatalf("a delivery holds card data: %s", r.Body)
 		}
 	}
-	// the attempts are in the audit log and the metrics
-	msgs := strings.Join(auditMessages(t, s, ct.Key), "\n")
-	if strings.Count(msgs, "failed: the receiver answered 500") != 4 || strings.Count(msgs, "delivered, attempt 3") != 2 {
-		t.Fatalf("audit of the attempts:\n%s", msgs)
-	}
-	if v := s.metric(`tokenvault_webhook_deliveries_total{result="delivered"}`); v != "2" {
-		t.Errorf("delivered metric %q, want 2", v)
-	}
-	if v := s.metric(`tokenvault_webhook_deliveries_total{result="failed"}`); v != "4" {
-		t.Errorf("failed metric %q, want 4", v)
+	// the attempts are in the audit log and the metrics, once the vault
+	// has recorded the receiver's last answer
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		msgs := strings.Join(auditMessages(t, s, ct.Key), "\n")
+		delivered := s.metric(`tokenvault_webhook_deliveries_total{result="delivered"}`)
+		failed := s.metric(`tokenvault_webhook_deliveries_total{result="failed"}`)
+		if strings.Count(msgs, "failed: the receiver answered 500") == 4 && strings.Count(msgs, "delivered, attempt 3") == 2 &&
+			delivered == "2" && failed == "4" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 30 s: metrics delivered %q failed %q (want 2 and 4); audit of the attempts:\n%s", delivered, failed, msgs)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 
 	// read, list, replace, delete; other applications and tenants see nothing
@@ -467,8 +472,10 @@ func TestWebhooksE2EDisabledThenReloaded(t *testing.T) {
 	if !strings.Contains(msgs, "update: webhook disabled") || !strings.Contains(msgs, "the receiver answered 502") {
 		t.Fatalf("audit:\n%s", msgs)
 	}
-	if v := s.metric("tokenvault_webhooks_disabled_total"); v != "1" {
-		t.Errorf("disabled metric %q, want 1", v)
+	for deadline := time.Now().Add(30 * time.Second); s.metric("tokenvault_webhooks_disabled_total") != "1"; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("disabled metric %q after 30 s, want 1", s.metric("tokenvault_webhooks_disabled_total"))
+		}
 	}
 	// a disabled webhook gets nothing new
 	before := len(recv.all())

@@ -388,6 +388,7 @@ func (in *SessionAuthorization) checkHeld(app *Application) error {
 // the authorizer's application as it is now.
 type sessionGrant struct {
 	id          string
+	expires     time.Time
 	authorizer  *Application // shared: never modified
 	permissions []string
 	rules       []SessionRule // sorted by priority
@@ -497,9 +498,20 @@ func (s *Store) authenticateSession(ctx context.Context, key string) (*Principal
 	if !wellFormedSessionKey(key) {
 		return nil, ErrUnauthenticated
 	}
+	// An authorized session never changes; what it resolves to does when
+	// its tenant or authorizer changes, which moves the credential cache's
+	// generation on, so it is cached as an API key's principal is, until
+	// it expires.
+	digest := keyDigest(key)
+	if p, ok := s.credentials.principal(digest); ok {
+		if g := p.Application.session; g != nil && s.now().Before(g.expires) {
+			return p, nil
+		}
+	}
+	generation := s.credentials.generation.Load()
 	p := &Principal{}
 	err := s.kv.View(ctx, func(r Reader) error {
-		raw, err := r.Get(sessionKeyIndexKey(keyDigest(key)))
+		raw, err := r.Get(sessionKeyIndexKey(digest))
 		if err != nil {
 			return err
 		}
@@ -521,7 +533,7 @@ func (s *Store) authenticateSession(ctx context.Context, key string) (*Principal
 		if p.Tenant, err = openCached[Tenant](s, r, tk, "tenant", idx.TenantID, idx.TenantID, tenantKey(idx.TenantID)); err != nil {
 			return err
 		}
-		g := &sessionGrant{id: rec.ID, permissions: rec.Permissions, rules: rec.Rules}
+		g := &sessionGrant{id: rec.ID, expires: rec.ExpiresAt.Time, permissions: rec.Permissions, rules: rec.Rules}
 		if rec.AuthorizedBy != "" {
 			if g.authorizer, err = openCached[Application](s, r, tk, "application", idx.TenantID, rec.AuthorizedBy, applicationKey(idx.TenantID, rec.AuthorizedBy)); err != nil {
 				return err
@@ -536,6 +548,9 @@ func (s *Store) authenticateSession(ctx context.Context, key string) (*Principal
 	}
 	if err != nil {
 		return nil, err
+	}
+	if p.Application.session.authorizer != nil { // an unauthorized one changes once authorized
+		s.credentials.rememberPrincipal(digest, generation, p)
 	}
 	return p, nil
 }

@@ -347,9 +347,8 @@ func TestSessionSecretsStoredOnlyHashed(t *testing.T) {
 }
 
 // BenchmarkAuthenticateSession measures resolving an authorized session
-// key: its index entry, the sealed session, the tenant and the authorizer,
-// read on every call (no cache, so a revoked right or an expiry shows at
-// once); compare BenchmarkAuthenticate for an API key.
+// key, cached as an API key's principal is (until the session expires or
+// its tenant or authorizer changes); compare BenchmarkAuthenticate.
 func BenchmarkAuthenticateSession(b *testing.B) {
 	ctx := context.Background()
 	s := openTestStore(b, Options{Dir: b.TempDir(), SyncWrites: false})

@@ -19,6 +19,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tokenvault/tokenvault/vaultstore/internal/seal"
 )
 
 // bkEntry is one raw KV entry.
@@ -672,7 +674,7 @@ func bkCraft(tb testing.TB, key []byte, format uint16, entries map[string]string
 	}
 	secret := randomBytes(backupSecretSize)
 	h := &backupHeader{storeFormat: format, createdAt: time.Now(), keyCheck: keyCheck(key), salt: randomBytes(backupSaltSize)}
-	if h.wrapped, err = seal(master, 1, secret, h.secretAAD()); err != nil {
+	if h.wrapped, err = seal.Seal(master, 1, secret, h.secretAAD()); err != nil {
 		tb.Fatal(err)
 	}
 	aead, err := backupFrameAEAD(secret, h.salt)
@@ -703,7 +705,7 @@ func TestBackupRefusesKeysOfAnotherMasterKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wrapped, err := seal(stranger, 2, randomBytes(MasterKeySize), dataKeyAAD(ct.Tenant.ID, 2))
+	wrapped, err := seal.Seal(stranger, 2, randomBytes(MasterKeySize), dataKeyAAD(ct.Tenant.ID, 2))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,25 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/tokenvault/tokenvault/vaultstore/internal/seal"
 )
+
+// The CVC keys' stores (see seal.CVCKeys). A key must be unrecoverable
+// once its epoch ends, even to someone with the data directory and the
+// master key, so on Badger it is kept in a small file of fixed slots
+// beside the database, and erasing it overwrites its slot with zeros in
+// place and syncs it. This relies on the file system rewriting a block
+// in place, as ext4 and xfs do; on copy-on-write file systems (btrfs,
+// zfs) old blocks can survive until reused.
+const (
+	cvcSlots    = 2048 // 34 hours of epochs: more than the longest retention
+	cvcSlotSize = 96
+	cvcFileName = "cvc-keys"
+)
+
+// MaxCVCRetention is the longest CVC Retention a tenant may have.
+const MaxCVCRetention = 24 * time.Hour
 
 // cvcSlotFile keeps CVC keys in a file of fixed slots beside Badger's
 // files, one slot per epoch (modulo cvcSlots); erasing a key overwrites
@@ -29,7 +47,8 @@ func openCVCSlotFile(dir string) (*cvcSlotFile, error) {
 	return &cvcSlotFile{file: f}, nil
 }
 
-func (f *cvcSlotFile) all(context.Context) (map[int64][]byte, error) {
+// All implements seal.CVCKeyStore.
+func (f *cvcSlotFile) All(context.Context) (map[int64][]byte, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	out := map[int64][]byte{}
@@ -52,26 +71,30 @@ func (f *cvcSlotFile) all(context.Context) (map[int64][]byte, error) {
 	return out, nil
 }
 
-func (f *cvcSlotFile) get(ctx context.Context, epoch int64) ([]byte, error) {
-	all, err := f.all(ctx)
+// Get implements seal.CVCKeyStore.
+func (f *cvcSlotFile) Get(ctx context.Context, epoch int64) ([]byte, error) {
+	all, err := f.All(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if w, ok := all[epoch]; ok {
 		return w, nil
 	}
-	return nil, ErrNotFound
+	return nil, seal.ErrNoKey
 }
 
-func (f *cvcSlotFile) create(_ context.Context, epoch int64, wrapped []byte) ([]byte, error) {
+// Create implements seal.CVCKeyStore.
+func (f *cvcSlotFile) Create(_ context.Context, epoch int64, wrapped []byte) ([]byte, error) {
 	return wrapped, f.writeSlot(epoch, wrapped)
 }
 
-func (f *cvcSlotFile) replace(_ context.Context, epoch int64, wrapped []byte) error {
+// Replace implements seal.CVCKeyStore.
+func (f *cvcSlotFile) Replace(_ context.Context, epoch int64, wrapped []byte) error {
 	return f.writeSlot(epoch, wrapped)
 }
 
-func (f *cvcSlotFile) erase(_ context.Context, epoch int64) error { return f.writeSlot(epoch, nil) }
+// Erase implements seal.CVCKeyStore.
+func (f *cvcSlotFile) Erase(_ context.Context, epoch int64) error { return f.writeSlot(epoch, nil) }
 
 // writeSlot writes (or, with nil, zeroes) an epoch's slot and syncs it.
 func (f *cvcSlotFile) writeSlot(epoch int64, wrapped []byte) error {
@@ -92,7 +115,8 @@ func (f *cvcSlotFile) writeSlot(epoch int64, wrapped []byte) error {
 	return f.file.Sync()
 }
 
-func (f *cvcSlotFile) close() error { return f.file.Close() }
+// Close implements seal.CVCKeyStore.
+func (f *cvcSlotFile) Close() error { return f.file.Close() }
 
 // cvcKeysPrefix holds CVC keys in a shared engine. It is outside every
 // tenant's keys and left out of backups, like the slot file.
@@ -116,7 +140,8 @@ func cvcKeyEntry(epoch int64) []byte {
 	return strconv.AppendInt(append([]byte(nil), cvcKeysPrefix...), epoch, 10)
 }
 
-func (e cvcKeyEntries) all(ctx context.Context) (map[int64][]byte, error) {
+// All implements seal.CVCKeyStore.
+func (e cvcKeyEntries) All(ctx context.Context) (map[int64][]byte, error) {
 	out := map[int64][]byte{}
 	err := e.kv.View(ctx, func(r Reader) error {
 		return r.Scan(cvcKeysPrefix, nil, func(key, value []byte) error {
@@ -130,17 +155,22 @@ func (e cvcKeyEntries) all(ctx context.Context) (map[int64][]byte, error) {
 	return out, err
 }
 
-func (e cvcKeyEntries) get(ctx context.Context, epoch int64) ([]byte, error) {
+// Get implements seal.CVCKeyStore.
+func (e cvcKeyEntries) Get(ctx context.Context, epoch int64) ([]byte, error) {
 	var out []byte
 	err := e.kv.View(ctx, func(r Reader) error {
 		var err error
 		out, err = r.Get(cvcKeyEntry(epoch))
 		return err
 	})
+	if errors.Is(err, ErrNotFound) {
+		return nil, fmt.Errorf("cvc key of epoch %d: %w", epoch, seal.ErrNoKey)
+	}
 	return out, err
 }
 
-func (e cvcKeyEntries) create(ctx context.Context, epoch int64, wrapped []byte) ([]byte, error) {
+// Create implements seal.CVCKeyStore.
+func (e cvcKeyEntries) Create(ctx context.Context, epoch int64, wrapped []byte) ([]byte, error) {
 	var out []byte
 	ttl := time.Until(time.Unix(0, epoch*int64(cvcEpoch))) + cvcKeyTTLMargin
 	err := e.kv.Update(ctx, func(w Writer) error {
@@ -158,7 +188,8 @@ func (e cvcKeyEntries) create(ctx context.Context, epoch int64, wrapped []byte) 
 	return out, err
 }
 
-func (e cvcKeyEntries) replace(ctx context.Context, epoch int64, wrapped []byte) error {
+// Replace implements seal.CVCKeyStore.
+func (e cvcKeyEntries) Replace(ctx context.Context, epoch int64, wrapped []byte) error {
 	ttl := time.Until(time.Unix(0, epoch*int64(cvcEpoch))) + cvcKeyTTLMargin
 	return e.kv.Update(ctx, func(w Writer) error {
 		if _, err := w.Get(cvcKeyEntry(epoch)); errors.Is(err, ErrNotFound) {
@@ -170,11 +201,13 @@ func (e cvcKeyEntries) replace(ctx context.Context, epoch int64, wrapped []byte)
 	})
 }
 
-func (e cvcKeyEntries) erase(ctx context.Context, epoch int64) error {
+// Erase implements seal.CVCKeyStore.
+func (e cvcKeyEntries) Erase(ctx context.Context, epoch int64) error {
 	return e.kv.Update(ctx, func(w Writer) error { return w.Delete(cvcKeyEntry(epoch)) })
 }
 
-func (e cvcKeyEntries) close() error { return e.kv.Close() }
+// Close implements seal.CVCKeyStore.
+func (e cvcKeyEntries) Close() error { return e.kv.Close() }
 
 // Interface guards
 var (

@@ -93,7 +93,7 @@ func (s *Store) addDataKeyVersion(ctx context.Context, tenantID string) error {
 			return err
 		}
 		version = 0
-		for v := range tk.aeads {
+		for v := range tk.Versions() {
 			version = max(version, v)
 		}
 		version++
@@ -132,7 +132,7 @@ func (s *Store) DataKeyStatus(ctx context.Context, tenantID string) (*DataKeySta
 		if err != nil {
 			return err
 		}
-		st.Current = tk.current
+		st.Current = tk.Current()
 		return r.Scan(dataKeyPrefix(tenantID), nil, func(key, wrapped []byte) error {
 			v, err := sealedVersion(wrapped)
 			if err != nil {
@@ -230,7 +230,7 @@ func (s *Store) resealPass(ctx context.Context, tenantID string, progress *Resea
 					}
 					scanned++
 					last = key
-					if v, err := sealedVersion(sealed); err == nil && v != tk.current {
+					if v, err := sealedVersion(sealed); err == nil && v != tk.Current() {
 						stale = append(stale, key)
 					}
 					return nil
@@ -340,7 +340,7 @@ func (s *Store) destroyUnusedDataKeys(ctx context.Context, tenantID string) (int
 		if err != nil {
 			return err
 		}
-		used := map[uint32]bool{tk.current: true}
+		used := map[uint32]bool{tk.Current(): true}
 		for _, p := range sealedPrefixes(tenantID) {
 			if err := w.Scan(p.prefix, nil, func(_, sealed []byte) error {
 				if v, err := sealedVersion(sealed); err == nil {
@@ -352,8 +352,8 @@ func (s *Store) destroyUnusedDataKeys(ctx context.Context, tenantID string) (int
 			}
 		}
 		// the tenant record is rewritten under the current version below
-		for v := range tk.aeads {
-			if used[v] && v != tk.current {
+		for v := range tk.Versions() {
+			if used[v] && v != tk.Current() {
 				left++
 			}
 			if !used[v] {

@@ -2,18 +2,18 @@ package vaultstore
 
 import (
 	"bytes"
-	"crypto/cipher"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"sync"
+
+	"github.com/tokenvault/tokenvault/vaultstore/internal/seal"
 )
 
-// tenantKeys holds a tenant's unwrapped data keys by version; new values
-// are sealed under current.
+// tenantKeys holds a tenant's unwrapped data keys by version
+// (seal.DataKeys: new values are sealed under the current one) and its
+// fingerprint key.
 type tenantKeys struct {
-	current uint32
-	aeads   map[uint32]cipher.AEAD
+	*seal.DataKeys
 	// fingerprint keys the HMACs of fingerprints and search indexes. It
 	// is separate from the data keys so rotating those leaves every
 	// fingerprint unchanged.
@@ -33,16 +33,12 @@ func newKeyring(masters *masterKeys) *keyring {
 	return &keyring{masters: masters, cache: make(map[string]*tenantKeys), deleted: make(map[string]bool)}
 }
 
-func dataKeyAAD(tenantID string, version uint32) []byte {
-	return []byte("dek|" + tenantID + "|" + strconv.FormatUint(uint64(version), 10))
-}
-
 // create makes version 1 of a new tenant's data key and writes it wrapped.
 func (k *keyring) create(w Writer, tenantID string) (*tenantKeys, error) {
 	const version = 1
 	raw := randomBytes(MasterKeySize)
-	aead, err := newAEAD(raw)
-	if err != nil {
+	keys := seal.NewDataKeys()
+	if err := keys.Add(version, raw); err != nil {
 		return nil, err
 	}
 	wrapped, err := k.masters.wrap(version, raw, dataKeyAAD(tenantID, version))
@@ -60,10 +56,8 @@ func (k *keyring) create(w Writer, tenantID string) (*tenantKeys, error) {
 	if err := w.Put(fingerprintKeyKey(tenantID), wrappedFP, 0); err != nil {
 		return nil, err
 	}
-	return &tenantKeys{current: version, aeads: map[uint32]cipher.AEAD{version: aead}, fingerprint: fp}, nil
+	return &tenantKeys{DataKeys: keys, fingerprint: fp}, nil
 }
-
-func fingerprintKeyAAD(tenantID string) []byte { return []byte("fpk|" + tenantID) }
 
 // forTenant returns the tenant's data keys, unwrapping them on first use.
 func (k *keyring) forTenant(r Reader, tenantID string) (*tenantKeys, error) {
@@ -73,7 +67,7 @@ func (k *keyring) forTenant(r Reader, tenantID string) (*tenantKeys, error) {
 	if tk != nil {
 		return tk, nil
 	}
-	tk = &tenantKeys{aeads: make(map[uint32]cipher.AEAD)}
+	tk = &tenantKeys{DataKeys: seal.NewDataKeys()}
 	prefix := dataKeyPrefix(tenantID)
 	err := r.Scan(prefix, nil, func(key, wrapped []byte) error {
 		version, err := sealedVersion(wrapped)
@@ -84,18 +78,13 @@ func (k *keyring) forTenant(r Reader, tenantID string) (*tenantKeys, error) {
 		if err != nil {
 			return fmt.Errorf("unwrapping data key: %w", err)
 		}
-		aead, err := newAEAD(raw)
-		if err != nil {
-			return err
-		}
-		tk.aeads[version] = aead
-		tk.current = max(tk.current, version)
-		return nil
+		defer clear(raw)
+		return tk.Add(version, raw)
 	})
 	if err != nil {
 		return nil, err
 	}
-	if len(tk.aeads) == 0 {
+	if tk.Len() == 0 {
 		return nil, ErrNotFound
 	}
 	wrappedFP, err := r.Get(fingerprintKeyKey(tenantID))
@@ -140,12 +129,6 @@ func (k *keyring) forget(tenantID string) {
 	k.mu.Unlock()
 }
 
-// recordAAD binds a sealed record to its kind, tenant and id.
-func recordAAD(kind, tenantID, id string) []byte {
-	b := make([]byte, 0, len(kind)+len(tenantID)+len(id)+2)
-	return append(append(append(append(append(b, kind...), '|'), tenantID...), '|'), id...)
-}
-
 // recordAppender is a record that encodes itself exactly as json.Marshal
 // would, faster.
 type recordAppender interface {
@@ -171,20 +154,12 @@ func (tk *tenantKeys) sealRecord(kind, tenantID, id string, v any) ([]byte, erro
 	if err != nil {
 		return nil, fmt.Errorf("encoding %s: %w", kind, err)
 	}
-	return seal(tk.aeads[tk.current], tk.current, plain, recordAAD(kind, tenantID, id))
+	return tk.Seal(plain, recordAAD(kind, tenantID, id))
 }
 
 // openRecord reverses sealRecord into v.
 func (tk *tenantKeys) openRecord(kind, tenantID, id string, sealed []byte, v any) error {
-	version, err := sealedVersion(sealed)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", kind, id, err)
-	}
-	aead := tk.aeads[version]
-	if aead == nil {
-		return fmt.Errorf("%s %s: no data key version %d: %w", kind, id, version, ErrIntegrity)
-	}
-	plain, err := open(aead, sealed, recordAAD(kind, tenantID, id))
+	plain, err := tk.Open(sealed, recordAAD(kind, tenantID, id))
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", kind, id, err)
 	}
@@ -204,23 +179,9 @@ func (tk *tenantKeys) openRecord(kind, tenantID, id string, sealed []byte, v any
 // reseal re-seals a sealed record under the current data key version;
 // changed is false when it already is.
 func (tk *tenantKeys) reseal(kind, tenantID, id string, sealed []byte) (out []byte, changed bool, err error) {
-	version, err := sealedVersion(sealed)
+	out, changed, err = tk.Reseal(sealed, recordAAD(kind, tenantID, id))
 	if err != nil {
 		return nil, false, fmt.Errorf("%s %s: %w", kind, id, err)
 	}
-	if version == tk.current {
-		return sealed, false, nil
-	}
-	aead := tk.aeads[version]
-	if aead == nil {
-		return nil, false, fmt.Errorf("%s %s: no data key version %d: %w", kind, id, version, ErrIntegrity)
-	}
-	aad := recordAAD(kind, tenantID, id)
-	plain, err := open(aead, sealed, aad)
-	if err != nil {
-		return nil, false, fmt.Errorf("%s %s: %w", kind, id, err)
-	}
-	defer clear(plain)
-	out, err = seal(tk.aeads[tk.current], tk.current, plain, aad)
-	return out, err == nil, err
+	return out, changed, nil
 }

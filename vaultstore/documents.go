@@ -222,7 +222,7 @@ func (u *DocumentUpload) putChunks(w Writer, tk *tenantKeys) error {
 	}
 	first := u.chunks
 	for i, plain := range u.pending {
-		sealed, err := seal(tk.aeads[tk.current], tk.current, plain, recordAAD("docchunk", u.req.Tenant.ID, chunkID(u.id, first+i)))
+		sealed, err := tk.Seal(plain, recordAAD("docchunk", u.req.Tenant.ID, chunkID(u.id, first+i)))
 		if err != nil {
 			return err
 		}
@@ -511,15 +511,7 @@ func (d *documentReader) load() error {
 
 // openChunk opens one sealed chunk of content.
 func (tk *tenantKeys) openChunk(tenantID, id string, sealed []byte) ([]byte, error) {
-	version, err := sealedVersion(sealed)
-	if err != nil {
-		return nil, fmt.Errorf("document chunk %s: %w", id, err)
-	}
-	aead := tk.aeads[version]
-	if aead == nil {
-		return nil, fmt.Errorf("document chunk %s: no data key version %d: %w", id, version, ErrIntegrity)
-	}
-	plain, err := open(aead, sealed, recordAAD("docchunk", tenantID, id))
+	plain, err := tk.Open(sealed, recordAAD("docchunk", tenantID, id))
 	if err != nil {
 		return nil, fmt.Errorf("document chunk %s: %w", id, err)
 	}

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/tokenvault/tokenvault/vaultstore/internal/seal"
 )
 
 // FormatVersion is the store layout this build reads and writes (see
@@ -20,8 +22,8 @@ const FormatVersion = 3
 const metaFileName = "tokenvault.json"
 
 // ErrWrongMasterKey reports a master key that is not the one the store was
-// created with.
-var ErrWrongMasterKey = errors.New("master key does not match this store")
+// created with. It is seal's, which promoting a key not held also returns.
+var ErrWrongMasterKey = seal.ErrWrongMasterKey
 
 type storeMeta struct {
 	Format   int    `json:"format"`

@@ -233,7 +233,7 @@ func openBadgerDir(o Options, masters *masterKeys) (*storage, error) {
 	cvc, err := openCVCKeyring(context.Background(), slots, masters)
 	if err != nil {
 		engine.Close()
-		slots.close()
+		slots.Close()
 		return nil, err
 	}
 	return &storage{engine: engine, meta: meta, recorder: recorder, cvc: cvc, dir: dir}, nil

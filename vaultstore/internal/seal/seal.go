@@ -1,4 +1,16 @@
-package vaultstore
+// Package seal is the vault's key hierarchy and its sealing: master
+// keys (Masters) wrap the keys the vault keeps; each tenant's data keys
+// (DataKeys) seal its records; short-lived CVC keys (CVCKeys) seal card
+// verification codes until their epoch ends. Every sealed value is
+// AES-256-GCM under a random nonce, with a format byte and the key
+// version in front, bound to associated data that names what it is
+// (RecordAAD and the other AAD builders), so a value moved to another
+// record does not open.
+//
+// The package stores nothing: where wrapped keys live (the engine, the
+// CVC slot file) is the vault's, which hands them in and out as bytes.
+// It imports no part of the vault, so it can be reviewed as one unit.
+package seal
 
 import (
 	"crypto/aes"
@@ -11,23 +23,25 @@ import (
 	"fmt"
 )
 
-// MasterKeySize is the length of the master key in bytes (AES-256).
-const MasterKeySize = 32
+// KeySize is the length of every key in bytes (AES-256): master keys,
+// data keys, fingerprint keys and CVC keys.
+const KeySize = 32
 
 // sealFormat is the first byte of every sealed value, so the format can
 // change without guessing.
 const sealFormat = 1
 
-// sealOverhead is the header (format byte and key version) plus the nonce.
+// sealHeader is the header (format byte and key version) plus the nonce.
 const sealHeader = 1 + 4
 
 // ErrIntegrity reports a sealed value that does not open: wrong key,
 // tampered bytes, or a value moved to another record.
 var ErrIntegrity = errors.New("sealed value failed its integrity check")
 
-func newAEAD(key []byte) (cipher.AEAD, error) {
-	if len(key) != MasterKeySize {
-		return nil, fmt.Errorf("key must be %d bytes, got %d", MasterKeySize, len(key))
+// NewAEAD returns AES-256-GCM under key, which must be KeySize bytes.
+func NewAEAD(key []byte) (cipher.AEAD, error) {
+	if len(key) != KeySize {
+		return nil, fmt.Errorf("key must be %d bytes, got %d", KeySize, len(key))
 	}
 	block, err := aes.NewCipher(key)
 	if err != nil {
@@ -36,9 +50,9 @@ func newAEAD(key []byte) (cipher.AEAD, error) {
 	return cipher.NewGCM(block)
 }
 
-// seal encrypts plaintext with AES-256-GCM under a random nonce. The key
+// Seal encrypts plaintext with AES-256-GCM under a random nonce. The key
 // version travels in the header and is bound, with aad, as associated data.
-func seal(aead cipher.AEAD, version uint32, plaintext, aad []byte) ([]byte, error) {
+func Seal(aead cipher.AEAD, version uint32, plaintext, aad []byte) ([]byte, error) {
 	out := make([]byte, sealHeader+aead.NonceSize(), sealHeader+aead.NonceSize()+len(plaintext)+aead.Overhead())
 	out[0] = sealFormat
 	binary.BigEndian.PutUint32(out[1:5], version)
@@ -49,17 +63,18 @@ func seal(aead cipher.AEAD, version uint32, plaintext, aad []byte) ([]byte, erro
 	return aead.Seal(out, nonce, plaintext, sealAAD(out[:sealHeader], aad)), nil
 }
 
-// sealedVersion returns the key version a sealed value was written with.
-func sealedVersion(sealed []byte) (uint32, error) {
+// Version returns the key version a sealed value was written with, or
+// ErrIntegrity for what is not a sealed value.
+func Version(sealed []byte) (uint32, error) {
 	if len(sealed) < sealHeader || sealed[0] != sealFormat {
 		return 0, ErrIntegrity
 	}
 	return binary.BigEndian.Uint32(sealed[1:5]), nil
 }
 
-// open reverses seal. Any mismatch (key, bytes, associated data) is
+// Open reverses Seal. Any mismatch (key, bytes, associated data) is
 // ErrIntegrity and never a panic.
-func open(aead cipher.AEAD, sealed, aad []byte) ([]byte, error) {
+func Open(aead cipher.AEAD, sealed, aad []byte) ([]byte, error) {
 	if len(sealed) < sealHeader+aead.NonceSize()+aead.Overhead() || sealed[0] != sealFormat {
 		return nil, ErrIntegrity
 	}
@@ -79,16 +94,16 @@ func sealAAD(header, aad []byte) []byte {
 	return append(append(append(b, label...), header...), aad...)
 }
 
-// keyCheck derives a value that proves a master key is the one a store was
+// KeyCheck derives a value that proves a master key is the one a store was
 // created with, without revealing anything about the key.
-func keyCheck(masterKey []byte) []byte {
+func KeyCheck(masterKey []byte) []byte {
 	m := hmac.New(sha256.New, masterKey)
 	m.Write([]byte("tokenvault master key check v1"))
 	return m.Sum(nil)
 }
 
-// randomBytes returns n bytes from the system's secure generator.
-func randomBytes(n int) []byte {
+// RandomBytes returns n bytes from the system's secure generator.
+func RandomBytes(n int) []byte {
 	b := make([]byte, n)
 	if _, err := rand.Read(b); err != nil {
 		panic(fmt.Sprintf("crypto/rand failed: %v", err)) // the OS generator never fails on Linux

@@ -1,4 +1,4 @@
-package vaultstore
+package seal
 
 import (
 	"bytes"
@@ -11,7 +11,7 @@ import (
 
 func testAEAD(tb testing.TB, fill byte) cipher.AEAD {
 	tb.Helper()
-	aead, err := newAEAD(bytes.Repeat([]byte{fill}, MasterKeySize))
+	aead, err := NewAEAD(bytes.Repeat([]byte{fill}, KeySize))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -23,9 +23,9 @@ func TestNewAEADKeySize(t *testing.T) {
 		size int
 		ok   bool
 	}{{0, false}, {16, false}, {24, false}, {31, false}, {32, true}, {33, false}} {
-		_, err := newAEAD(make([]byte, tc.size))
+		_, err := NewAEAD(make([]byte, tc.size))
 		if (err == nil) != tc.ok {
-			t.Errorf("newAEAD(%d bytes) error = %v, want ok=%v", tc.size, err, tc.ok)
+			t.Errorf("NewAEAD(%d bytes) error = %v, want ok=%v", tc.size, err, tc.ok)
 		}
 	}
 }
@@ -46,7 +46,7 @@ func TestSealOpenRoundTrip(t *testing.T) {
 		{"large", 3, bytes.Repeat([]byte("abc"), 1<<15), []byte("big")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sealed, err := seal(aead, tc.version, tc.plaintext, tc.aad)
+			sealed, err := Seal(aead, tc.version, tc.plaintext, tc.aad)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -56,18 +56,18 @@ func TestSealOpenRoundTrip(t *testing.T) {
 			if len(tc.plaintext) >= 8 && bytes.Contains(sealed, tc.plaintext) {
 				t.Error("sealed value contains the plaintext")
 			}
-			v, err := sealedVersion(sealed)
+			v, err := Version(sealed)
 			if err != nil || v != tc.version {
 				t.Errorf("sealedVersion = %d, %v; want %d", v, err, tc.version)
 			}
-			got, err := open(aead, sealed, tc.aad)
+			got, err := Open(aead, sealed, tc.aad)
 			if err != nil {
 				t.Fatalf("open: %v", err)
 			}
 			if !bytes.Equal(got, tc.plaintext) {
 				t.Errorf("open = %q, want %q", got, tc.plaintext)
 			}
-			again, err := seal(aead, tc.version, tc.plaintext, tc.aad)
+			again, err := Seal(aead, tc.version, tc.plaintext, tc.aad)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -81,7 +81,7 @@ func TestSealOpenRoundTrip(t *testing.T) {
 func TestOpenRejectsTampering(t *testing.T) {
 	aead := testAEAD(t, 1)
 	aad := []byte("token|tenant|id")
-	sealed, err := seal(aead, 1, []byte(`{"number":"4242424242424242"}`), aad)
+	sealed, err := Seal(aead, 1, []byte(`{"number":"4242424242424242"}`), aad)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func TestOpenRejectsTampering(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			pt, err := open(tc.aead, tc.sealed, tc.aad)
+			pt, err := Open(tc.aead, tc.sealed, tc.aad)
 			if !errors.Is(err, ErrIntegrity) {
 				t.Fatalf("open error = %v, want ErrIntegrity", err)
 			}
@@ -122,7 +122,7 @@ func TestOpenRejectsTampering(t *testing.T) {
 		})
 	}
 	// The original still opens: the cases above did not alias it.
-	if _, err := open(aead, sealed, aad); err != nil {
+	if _, err := Open(aead, sealed, aad); err != nil {
 		t.Fatalf("original no longer opens: %v", err)
 	}
 }
@@ -137,45 +137,79 @@ func TestSealedVersionRejectsJunk(t *testing.T) {
 		{"wrong format", []byte{9, 0, 0, 0, 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := sealedVersion(tc.in); !errors.Is(err, ErrIntegrity) {
+			if _, err := Version(tc.in); !errors.Is(err, ErrIntegrity) {
 				t.Errorf("sealedVersion error = %v, want ErrIntegrity", err)
 			}
 		})
 	}
 }
 
-// A sealed record is bound to its kind, tenant and id: it cannot be moved.
-func TestRecordBinding(t *testing.T) {
-	tk := &tenantKeys{current: 2, aeads: map[uint32]cipher.AEAD{1: testAEAD(t, 1), 2: testAEAD(t, 2)}}
-	sealed, err := tk.sealRecord("application", "tenant-a", "app-1", map[string]string{"name": "x"})
+// DataKeys seal under the newest version and open any version held;
+// a value sealed for one record does not open as another's.
+func TestDataKeys(t *testing.T) {
+	k := NewDataKeys()
+	for v, fill := range map[uint32]byte{1: 1, 2: 2} {
+		if err := k.Add(v, bytes.Repeat([]byte{fill}, KeySize)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := k.Add(3, make([]byte, 16)); err == nil {
+		t.Error("Add took a 16-byte key")
+	}
+	if k.Current() != 2 || k.Len() != 2 {
+		t.Fatalf("current %d of %d versions, want 2 of 2", k.Current(), k.Len())
+	}
+	aad := RecordAAD("application", "tenant-a", "app-1")
+	sealed, err := k.Seal([]byte("x"), aad)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v, _ := sealedVersion(sealed); v != 2 {
+	if v, _ := Version(sealed); v != 2 {
 		t.Errorf("sealed under version %d, want current 2", v)
 	}
-	var ok map[string]string
-	if err := tk.openRecord("application", "tenant-a", "app-1", sealed, &ok); err != nil || ok["name"] != "x" {
-		t.Fatalf("openRecord = %v, %v", ok, err)
+	if got, err := k.Open(sealed, aad); err != nil || string(got) != "x" {
+		t.Fatalf("Open = %q, %v", got, err)
 	}
-	otherTenant := &tenantKeys{current: 2, aeads: map[uint32]cipher.AEAD{2: testAEAD(t, 3)}}
+	old, err := Seal(k.aeads[1], 1, []byte("y"), aad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resealed, changed, err := k.Reseal(old, aad)
+	if err != nil || !changed {
+		t.Fatalf("Reseal of version 1: changed %v, %v", changed, err)
+	}
+	if v, _ := Version(resealed); v != 2 {
+		t.Errorf("resealed under version %d, want 2", v)
+	}
+	if got, err := k.Open(resealed, aad); err != nil || string(got) != "y" {
+		t.Errorf("resealed value opens to %q, %v", got, err)
+	}
+	only1 := NewDataKeys()
+	if err := only1.Add(1, bytes.Repeat([]byte{1}, KeySize)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := only1.Reseal(sealed, aad); !errors.Is(err, ErrIntegrity) {
+		t.Errorf("Reseal without the value's version: %v, want ErrIntegrity", err)
+	}
+	if same, changed, err := k.Reseal(sealed, aad); err != nil || changed || !bytes.Equal(same, sealed) {
+		t.Errorf("Reseal of a current value: changed %v, %v", changed, err)
+	}
 	for _, tc := range []struct {
-		name             string
-		tk               *tenantKeys
-		kind, tenant, id string
-		sealed           []byte
+		name   string
+		k      *DataKeys
+		sealed []byte
+		aad    []byte
 	}{
-		{"other id", tk, "application", "tenant-a", "app-2", sealed},
-		{"other kind", tk, "apikey", "tenant-a", "app-1", sealed},
-		{"other tenant", tk, "application", "tenant-b", "app-1", sealed},
-		{"other tenant's keys", otherTenant, "application", "tenant-a", "app-1", sealed},
-		{"unknown key version", &tenantKeys{current: 1, aeads: map[uint32]cipher.AEAD{1: testAEAD(t, 1)}}, "application", "tenant-a", "app-1", sealed},
-		{"garbage", tk, "application", "tenant-a", "app-1", []byte("garbage")},
+		{"other id", k, sealed, RecordAAD("application", "tenant-a", "app-2")},
+		{"other kind", k, sealed, RecordAAD("apikey", "tenant-a", "app-1")},
+		{"other tenant", k, sealed, RecordAAD("application", "tenant-b", "app-1")},
+		{"id moved into the tenant", k, sealed, RecordAAD("application", "tenant-a|app-1", "")},
+		{"unknown key version", only1, sealed, aad},
+		{"garbage", k, []byte("garbage"), aad},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var v map[string]string
-			if err := tc.tk.openRecord(tc.kind, tc.tenant, tc.id, tc.sealed, &v); !errors.Is(err, ErrIntegrity) {
-				t.Errorf("openRecord error = %v, want ErrIntegrity", err)
+			if _, err := tc.k.Open(tc.sealed, tc.aad); !errors.Is(err, ErrIntegrity) {
+				t.Errorf("Open error = %v, want ErrIntegrity", err)
 			}
 		})
 	}
@@ -189,7 +223,7 @@ func FuzzOpen(f *testing.F) {
 	header := []byte{sealFormat, 0, 0, 0, 1}
 	nonce := bytes.Repeat([]byte{7}, aead.NonceSize())
 	valid := aead.Seal(append(bytes.Clone(header), nonce...), nonce, []byte("secret"), sealAAD(header, validAAD))
-	if pt, err := open(aead, valid, validAAD); err != nil || string(pt) != "secret" {
+	if pt, err := Open(aead, valid, validAAD); err != nil || string(pt) != "secret" {
 		f.Fatalf("fixed-nonce seal does not open: %q, %v", pt, err)
 	}
 	f.Add(valid, validAAD)
@@ -199,8 +233,8 @@ func FuzzOpen(f *testing.F) {
 	f.Add(make([]byte, sealHeader+aead.NonceSize()+aead.Overhead()), validAAD)
 	f.Add(append([]byte{sealFormat, 0xff, 0xff, 0xff, 0xff}, bytes.Repeat([]byte{0xaa}, 40)...), []byte(nil))
 	f.Fuzz(func(t *testing.T, sealed, aad []byte) {
-		_, _ = sealedVersion(sealed)
-		pt, err := open(aead, sealed, aad)
+		_, _ = Version(sealed)
+		pt, err := Open(aead, sealed, aad)
 		if err == nil {
 			// Only the genuine value opens.
 			if !bytes.Equal(sealed, valid) || !bytes.Equal(aad, validAAD) || string(pt) != "secret" {
@@ -224,54 +258,31 @@ func FuzzOpen(f *testing.F) {
 func BenchmarkSealOpen(b *testing.B) {
 	aead := testAEAD(b, 1)
 	plain := bytes.Repeat([]byte("x"), 256)
-	aad := recordAAD("token", "tenant-a", "token-1")
-	sealed, err := seal(aead, 1, plain, aad)
+	aad := RecordAAD("token", "tenant-a", "token-1")
+	sealed, err := Seal(aead, 1, plain, aad)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Run("Seal/256B", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			out, err := seal(aead, 1, plain, aad)
+			out, err := Seal(aead, 1, plain, aad)
 			if err != nil {
 				b.Fatal(err)
 			}
-			codecSink = out
+			sink = out
 		}
 	})
 	b.Run("Open/256B", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			out, err := open(aead, sealed, aad)
+			out, err := Open(aead, sealed, aad)
 			if err != nil {
 				b.Fatal(err)
 			}
-			codecSink = out
-		}
-	})
-	rec, _ := codecBenchCard(b)
-	tk := &tenantKeys{current: 1, aeads: map[uint32]cipher.AEAD{1: aead}}
-	sealedRec, err := tk.sealRecord("token", rec.TenantID, rec.ID, rec)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Run("SealRecord/card", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			out, err := tk.sealRecord("token", rec.TenantID, rec.ID, rec)
-			if err != nil {
-				b.Fatal(err)
-			}
-			codecSink = out
-		}
-	})
-	b.Run("OpenRecord/card", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			var got tokenRecord
-			if err := tk.openRecord("token", rec.TenantID, rec.ID, sealedRec, &got); err != nil {
-				b.Fatal(err)
-			}
+			sink = out
 		}
 	})
 }
+
+var sink []byte

@@ -1,39 +1,45 @@
-package vaultstore
+package seal
 
 import (
 	"bytes"
 	"crypto/cipher"
 	"crypto/subtle"
+	"errors"
 	"fmt"
 	"sync"
 )
 
-// masterKeys wraps the keys the vault keeps (tenant data keys,
+// ErrWrongMasterKey reports a master key that is not the one the store was
+// created with (nor, during a rotation, the other one).
+var ErrWrongMasterKey = errors.New("master key does not match this store")
+
+// Masters wraps the keys the vault keeps (tenant data keys,
 // fingerprint keys, CVC keys): the first key wraps, any of them unwraps.
 // More than one is held only while a master key rotation is under way.
-type masterKeys struct {
+type Masters struct {
 	mu     sync.RWMutex
 	aeads  []cipher.AEAD
 	checks [][]byte // keyCheck of each, same order
 }
 
-func newMasterKeys(current []byte, others ...[]byte) (*masterKeys, error) {
-	m := &masterKeys{}
+// NewMasters holds current, which wraps, and others, which only unwrap.
+func NewMasters(current []byte, others ...[]byte) (*Masters, error) {
+	m := &Masters{}
 	for _, k := range append([][]byte{current}, others...) {
-		if err := m.add(k); err != nil {
+		if err := m.Add(k); err != nil {
 			return nil, err
 		}
 	}
 	return m, nil
 }
 
-// add appends a key that unwraps; a key held already is ignored.
-func (m *masterKeys) add(key []byte) error {
-	aead, err := newAEAD(key)
+// Add appends a key that unwraps; a key held already is ignored.
+func (m *Masters) Add(key []byte) error {
+	aead, err := NewAEAD(key)
 	if err != nil {
 		return fmt.Errorf("master key: %w", err)
 	}
-	check := keyCheck(key)
+	check := KeyCheck(key)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, c := range m.checks {
@@ -45,8 +51,8 @@ func (m *masterKeys) add(key []byte) error {
 	return nil
 }
 
-// promote makes the key with check wrap new values; it must be held.
-func (m *masterKeys) promote(check []byte) error {
+// Promote makes the key with check wrap new values; it must be held.
+func (m *Masters) Promote(check []byte) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for i, c := range m.checks {
@@ -59,15 +65,15 @@ func (m *masterKeys) promote(check []byte) error {
 	return fmt.Errorf("promoting a master key that is not held: %w", ErrWrongMasterKey)
 }
 
-// keepOnlyCurrent forgets every key but the one that wraps.
-func (m *masterKeys) keepOnlyCurrent() {
+// KeepOnlyCurrent forgets every key but the one that wraps.
+func (m *Masters) KeepOnlyCurrent() {
 	m.mu.Lock()
 	m.aeads, m.checks = m.aeads[:1], m.checks[:1]
 	m.mu.Unlock()
 }
 
-// holds reports whether a key with this check is held.
-func (m *masterKeys) holds(check []byte) bool {
+// Holds reports whether a key with this check is held.
+func (m *Masters) Holds(check []byte) bool {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	for _, c := range m.checks {
@@ -78,29 +84,29 @@ func (m *masterKeys) holds(check []byte) bool {
 	return false
 }
 
-// currentCheck is the check value of the key that wraps.
-func (m *masterKeys) currentCheck() []byte {
+// CurrentCheck is the check value of the key that wraps.
+func (m *Masters) CurrentCheck() []byte {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return m.checks[0]
 }
 
-// wrap seals raw key material under the current master key.
-func (m *masterKeys) wrap(version uint32, raw, aad []byte) ([]byte, error) {
+// Wrap seals raw key material under the current master key.
+func (m *Masters) Wrap(version uint32, raw, aad []byte) ([]byte, error) {
 	m.mu.RLock()
 	aead := m.aeads[0]
 	m.mu.RUnlock()
-	return seal(aead, version, raw, aad)
+	return Seal(aead, version, raw, aad)
 }
 
-// unwrap opens a wrapped key with whichever master key wrapped it, and
+// Unwrap opens a wrapped key with whichever master key wrapped it, and
 // reports whether that was the current one.
-func (m *masterKeys) unwrap(wrapped, aad []byte) (raw []byte, current bool, err error) {
+func (m *Masters) Unwrap(wrapped, aad []byte) (raw []byte, current bool, err error) {
 	m.mu.RLock()
 	aeads := m.aeads
 	m.mu.RUnlock()
 	for i, aead := range aeads {
-		if raw, err := open(aead, wrapped, aad); err == nil {
+		if raw, err := Open(aead, wrapped, aad); err == nil {
 			return raw, i == 0, nil
 		}
 	}

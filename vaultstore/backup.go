@@ -19,7 +19,7 @@ package vaultstore
 //	  salt              32  random
 //	  secret length      2
 //	  wrapped secret        a random 32-byte backup secret sealed under the master key
-//	                        (AES-256-GCM, crypto.go's seal format); its associated data
+//	                        (AES-256-GCM, internal/seal's format); its associated data
 //	                        is "tokenvault backup v1|" and every header byte before the
 //	                        secret length, so no header field can be changed unnoticed
 //	frames, one or more
@@ -48,7 +48,7 @@ package vaultstore
 // fingerprint key in it must open with the current master key; a backup
 // of a store whose rotation is unfinished is refused (ErrBackupRotating).
 //
-// Left out of a backup: the CVC key file (cvc.go). CVCs are crypto-shredded
+// Left out of a backup: the CVC key file (cvc_keys.go). CVCs are crypto-shredded
 // when their retention ends, and a backup must not extend that, so card
 // tokens restored from a backup have no CVC. The health check's key is left
 // out, and the meta file is written afresh by Restore for the master key it

@@ -53,7 +53,7 @@ func TestExpressionCandidates(t *testing.T) {
 }
 
 func TestDetokenizeJSONBytes(t *testing.T) {
-	w := newDTWorld(t)
+	w := newDetokenizeWorld(t)
 	card := `{"cvc":"9173","expiration_month":12,"expiration_year":2030,"number":"4242424242424242"}`
 	obj := `{"list":[1,2],"n":` + dtBigNumber + `,"name":"Jane <&>"}`
 	for _, tc := range []struct {
@@ -118,7 +118,7 @@ func TestDetokenizeJSONBytes(t *testing.T) {
 // A body in which no string holds "{{" comes back as the same slice,
 // allocating nothing but the result beyond what Validate does.
 func TestDetokenizeJSONUnchangedBodies(t *testing.T) {
-	w := newDTWorld(t)
+	w := newDetokenizeWorld(t)
 	for _, body := range []string{
 		`{}`, `"plain"`, `12`, `null`,
 		`{"a": ["b", 1.5, {"c": "}} {% x %} { {"}], "d": "\u007b", "e": "\\u007b{"}`,
@@ -163,7 +163,7 @@ func TestDetokenizeJSONUnchangedBodies(t *testing.T) {
 }
 
 func TestDetokenizeJSONErrors(t *testing.T) {
-	w := newDTWorld(t)
+	w := newDetokenizeWorld(t)
 	twSecret("4000056655665556")
 	for _, tc := range []struct {
 		name, body string
@@ -225,7 +225,7 @@ func TestDetokenizeJSONErrors(t *testing.T) {
 
 // The data substituted is what the caller's transform shows.
 func TestDetokenizeJSONTransforms(t *testing.T) {
-	w := newDTWorld(t)
+	w := newDetokenizeWorld(t)
 	out, _, err := w.detokenizeJSON("masker", "token:read", []byte(w.fill(`{"pan": "{{ CARD | json: '$.number' }}"}`)), DetokenizeOptions{})
 	if err != nil || string(out) != `{"pan": "XXXXXXXXXXXX4242"}` {
 		t.Errorf("masked: %s, %v", out, err)
@@ -239,7 +239,7 @@ func TestDetokenizeJSONTransforms(t *testing.T) {
 // One audit record per request, naming the token ids and nothing of the
 // data or the body; none for a request that fails or references nothing.
 func TestDetokenizeJSONAudit(t *testing.T) {
-	w := newDTWorld(t)
+	w := newDetokenizeWorld(t)
 	records := func() []*AuditRecord {
 		t.Helper()
 		recs, _, err := w.s.ListAudit(w.ctx, w.tenant.ID, AuditFilter{Operation: "detokenize"}, "", 100)
@@ -299,7 +299,7 @@ func TestDetokenizeJSONAudit(t *testing.T) {
 // DetokenizeJSON's output, decoded, is what Detokenize makes of the
 // decoded body; errors agree too.
 func TestDetokenizeJSONMatchesDetokenize(t *testing.T) {
-	w := newDTWorld(t)
+	w := newDetokenizeWorld(t)
 	for _, body := range []string{
 		`"{{ STR }}"`,
 		` [ "{{ CARD }}" , "{{ CARD | json: '$.number' }}", "{{ token: OBJ | json: '$.data' }}" ] `,
@@ -351,7 +351,7 @@ func dtDecodeNumbers(tb testing.TB, raw []byte) any {
 }
 
 func TestDetokenizeFields(t *testing.T) {
-	w := newDTWorld(t)
+	w := newDetokenizeWorld(t)
 	req := w.req("admin")
 	opts := DetokenizeOptions{Permission: "token:use", Limit: 4}
 	fields := []DetokenizeField{

@@ -12,8 +12,8 @@ import (
 	"github.com/tokenvault/tokenvault/vaultstore/strictjson"
 )
 
-// dtWorld is a token world with the tokens the detokenization tests use.
-type dtWorld struct {
+// detokenizeWorld is a token world with the tokens the detokenization tests use.
+type detokenizeWorld struct {
 	*twWorld
 	card, obj, str, uuid string // token ids
 }
@@ -21,9 +21,9 @@ type dtWorld struct {
 // dtBigNumber must come back with exactly these digits.
 const dtBigNumber = "12345678901234567890123"
 
-func newDTWorld(tb testing.TB) *dtWorld {
+func newDetokenizeWorld(tb testing.TB) *detokenizeWorld {
 	tb.Helper()
-	w := &dtWorld{twWorld: newTWWorld(tb, nil)}
+	w := &detokenizeWorld{twWorld: newTWWorld(tb, nil)}
 	// a caller id with "-", "." , ":" and an inner space
 	w.card = w.mustCreate("admin", TokenInput{ID: "card-1.visa:main x", Type: "card", Data: twCard(twVisa, twCVC)}).ID
 	w.obj = w.mustCreate("admin", TokenInput{ID: "obj_1", Type: "token",
@@ -34,7 +34,7 @@ func newDTWorld(tb testing.TB) *dtWorld {
 }
 
 // fill replaces CARD, OBJ, STR and UUID by the token ids.
-func (w *dtWorld) fill(s string) string {
+func (w *detokenizeWorld) fill(s string) string {
 	return strings.NewReplacer("CARD", w.card, "OBJ", w.obj, "STR", w.str, "UUID", w.uuid).Replace(s)
 }
 
@@ -51,13 +51,13 @@ func (w *twWorld) detokenizeString(app, perm, text string, limit int) (string, *
 }
 
 // dtUse detokenizes as a proxy (token:use) would, as the admin.
-func (w *dtWorld) dtUse(tb testing.TB, body string, limit int) (any, *DetokenizeResult, error) {
+func (w *detokenizeWorld) dtUse(tb testing.TB, body string, limit int) (any, *DetokenizeResult, error) {
 	tb.Helper()
 	return w.at(tb).detokenize("admin", "token:use", twDecode(tb, w.fill(body)), limit)
 }
 
 func TestDetokenizeForms(t *testing.T) {
-	w := newDTWorld(t)
+	w := newDetokenizeWorld(t)
 	card := `{"number":"4242424242424242","expiration_month":12,"expiration_year":2030,"cvc":"9173"}`
 	obj := `{"list":[1,2],"n":` + dtBigNumber + `,"name":"Jane <&>"}`
 	for _, tc := range []struct {
@@ -116,7 +116,7 @@ func TestDetokenizeForms(t *testing.T) {
 }
 
 func TestDetokenizeExactNumbers(t *testing.T) {
-	w := newDTWorld(t)
+	w := newDetokenizeWorld(t)
 	out, _, err := w.dtUse(t, `{"n": "{{ OBJ | json: '$.n' }}", "all": "{{ OBJ }}"}`, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -131,7 +131,7 @@ func TestDetokenizeExactNumbers(t *testing.T) {
 }
 
 func TestDetokenizeString(t *testing.T) {
-	w := newDTWorld(t)
+	w := newDetokenizeWorld(t)
 	for _, tc := range []struct{ name, text, want string }{
 		{"form", "pan={{ CARD | json: '$.number' }}&exp={{ CARD | json: '$.expiration_month' }}%2F{{CARD|json:'$.expiration_year'}}",
 			"pan=4242424242424242&exp=12%2F2030"},
@@ -157,7 +157,7 @@ func TestDetokenizeString(t *testing.T) {
 }
 
 func TestDetokenizeCountsDistinctTokens(t *testing.T) {
-	w := newDTWorld(t)
+	w := newDetokenizeWorld(t)
 	out, res, err := w.dtUse(t, `["{{ STR }}", "{{ STR }}{{STR}}", {"a": "{{ token: STR | json: '$.data' }}"}]`, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -181,7 +181,7 @@ func TestDetokenizeCountsDistinctTokens(t *testing.T) {
 }
 
 func TestDetokenizeErrors(t *testing.T) {
-	w := newDTWorld(t)
+	w := newDetokenizeWorld(t)
 	other := newTWWorldOn(t, w.s, w.clock, w.dir, nil)
 	other.mustCreate("admin", TokenInput{ID: "foreign-1", Type: "token", Data: "theirs"})
 	w.mustCreate("admin", TokenInput{ID: "expiring-1", Type: "card", Data: twCard(twMaster, ""), ExpiresAt: w.expiresIn(time.Hour)})
@@ -246,7 +246,7 @@ func TestDetokenizeErrors(t *testing.T) {
 }
 
 func TestDetokenizePermissions(t *testing.T) {
-	w := newDTWorld(t)
+	w := newDetokenizeWorld(t)
 	general := mustDTApp(t, w, AccessRule{Priority: 1, Container: "/general/", Transform: TransformReveal, Permissions: []string{"token:use"}})
 	for _, tc := range []struct {
 		name, app, perm, body string
@@ -289,7 +289,7 @@ func TestDetokenizePermissions(t *testing.T) {
 
 // mustDTApp creates an application with access rules and returns the name
 // the world knows it by.
-func mustDTApp(t *testing.T, w *dtWorld, rules ...AccessRule) string {
+func mustDTApp(t *testing.T, w *detokenizeWorld, rules ...AccessRule) string {
 	t.Helper()
 	name := fmt.Sprintf("dt-app-%d", len(w.apps))
 	app, _ := mustCreateApp(t, w.s, w.tenant.ID, ApplicationInput{Name: name, Type: AppPrivate, Rules: rules})
@@ -300,7 +300,7 @@ func mustDTApp(t *testing.T, w *dtWorld, rules ...AccessRule) string {
 // A masking or redacting rule is honoured: the data substituted is what a
 // read would show, never more.
 func TestDetokenizeTransforms(t *testing.T) {
-	w := newDTWorld(t)
+	w := newDetokenizeWorld(t)
 	out, _, err := w.at(t).detokenize("masker", "token:read", twDecode(t, w.fill(`{"pan": "{{ CARD | json: '$.number' }}", "all": "{{ CARD }}"}`)), 20)
 	if err != nil {
 		t.Fatal(err)
@@ -320,7 +320,7 @@ func TestDetokenizeTransforms(t *testing.T) {
 }
 
 func TestDetokenizeMarksTokensActive(t *testing.T) {
-	w := newDTWorld(t)
+	w := newDetokenizeWorld(t)
 	isActive := func(id string) bool {
 		err := w.s.kv.View(w.ctx, func(r Reader) error {
 			_, err := r.Get(activeTokenKey(w.tenant.ID, w.clock.Peek(), id))
@@ -349,7 +349,7 @@ func TestDetokenizeMarksTokensActive(t *testing.T) {
 }
 
 func TestDetokenizeFastPathDoesNotAllocate(t *testing.T) {
-	w := newDTWorld(t)
+	w := newDetokenizeWorld(t)
 	body := twDecode(t, `{"a": ["b", 1, {"c": "d }} {% x %}"}], "e": null, "f": true}`)
 	req := w.req("admin")
 	allocs := testing.AllocsPerRun(100, func() {
@@ -366,7 +366,7 @@ func TestDetokenizeFastPathDoesNotAllocate(t *testing.T) {
 // No error a detokenization provokes quotes token data (twNote scans
 // every error for the registered secrets).
 func TestDetokenizeErrorsNeverContainSecrets(t *testing.T) {
-	w := newDTWorld(t)
+	w := newDetokenizeWorld(t)
 	num := twSecret("6011000990139424")
 	cvc := twSecret("8529")
 	w.mustCreate("admin", TokenInput{ID: "secret-card", Type: "card", Data: twCard(num, cvc)})

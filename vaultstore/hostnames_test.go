@@ -10,8 +10,8 @@ import (
 	"github.com/google/uuid"
 )
 
-// hnWorld is a store with two tenants: A with proxies p1 and p2, B with q1.
-type hnWorld struct {
+// hostnameWorld is a store with two tenants: A with proxies p1 and p2, B with q1.
+type hostnameWorld struct {
 	s      *Store
 	clock  *fakeClock
 	a, b   *CreatedTenant
@@ -19,10 +19,10 @@ type hnWorld struct {
 	q1     *Proxy
 }
 
-func newHNWorld(tb testing.TB) *hnWorld {
+func newHostnameWorld(tb testing.TB) *hostnameWorld {
 	tb.Helper()
 	s, clock := newTestStore(tb)
-	w := &hnWorld{s: s, clock: clock}
+	w := &hostnameWorld{s: s, clock: clock}
 	w.a = mustCreateTenant(tb, s, "A", TenantTest)
 	w.b = mustCreateTenant(tb, s, "B", TenantTest)
 	w.p1 = mustCreateProxy(tb, s, w.a.Tenant.ID, pxInput("p1"))
@@ -31,7 +31,7 @@ func newHNWorld(tb testing.TB) *hnWorld {
 	return w
 }
 
-func (w *hnWorld) mustRegister(tb testing.TB, tenantID, proxyID, name string) *Hostname {
+func (w *hostnameWorld) mustRegister(tb testing.TB, tenantID, proxyID, name string) *Hostname {
 	tb.Helper()
 	h, err := w.s.RegisterHostname(context.Background(), tenantID, proxyID, name)
 	if err != nil {
@@ -75,7 +75,7 @@ func hnNameOfLength(n int) string {
 
 func TestRegisterHostnameValidation(t *testing.T) {
 	ctx := context.Background()
-	w := newHNWorld(t)
+	w := newHostnameWorld(t)
 	tid := w.a.Tenant.ID
 	auditBefore := len(auAll(t, w.s, tid))
 	if n := len(hnNameOfLength(253)); n != 253 {
@@ -155,7 +155,7 @@ func TestRegisterHostnameValidation(t *testing.T) {
 
 func TestRegisterHostnameAccepted(t *testing.T) {
 	ctx := context.Background()
-	w := newHNWorld(t)
+	w := newHostnameWorld(t)
 	tid := w.a.Tenant.ID
 	for _, tc := range []struct {
 		name, host, want string
@@ -187,7 +187,7 @@ func TestRegisterHostnameAccepted(t *testing.T) {
 
 func TestRegisterHostnameIdempotentAndConflicts(t *testing.T) {
 	ctx := context.Background()
-	w := newHNWorld(t)
+	w := newHostnameWorld(t)
 	a, b := w.a.Tenant.ID, w.b.Tenant.ID
 	orig := w.mustRegister(t, a, w.p1.ID, "pay.example.com")
 
@@ -230,7 +230,7 @@ func TestRegisterHostnameIdempotentAndConflicts(t *testing.T) {
 
 func TestLookupHostnameUnknown(t *testing.T) {
 	ctx := context.Background()
-	w := newHNWorld(t)
+	w := newHostnameWorld(t)
 	w.mustRegister(t, w.a.Tenant.ID, w.p1.ID, "pay.example.com")
 	for _, name := range []string{"", "other.example.com", "example.com", "x.pay.example.com", "pay.example.com.", "pay.example.co", "pay.example.com:443", strings.Repeat("a", 300)} {
 		if h, err := w.s.LookupHostname(ctx, name); !errors.Is(err, ErrNotFound) {
@@ -241,7 +241,7 @@ func TestLookupHostnameUnknown(t *testing.T) {
 
 func TestListHostnamesSortedPerTenant(t *testing.T) {
 	ctx := context.Background()
-	w := newHNWorld(t)
+	w := newHostnameWorld(t)
 	a, b := w.a.Tenant.ID, w.b.Tenant.ID
 	for _, r := range []struct{ proxy, host string }{
 		{w.p1.ID, "zeta.example.com"},
@@ -278,7 +278,7 @@ func TestListHostnamesSortedPerTenant(t *testing.T) {
 
 func TestDeleteHostname(t *testing.T) {
 	ctx := context.Background()
-	w := newHNWorld(t)
+	w := newHostnameWorld(t)
 	a, b := w.a.Tenant.ID, w.b.Tenant.ID
 	orig := w.mustRegister(t, a, w.p1.ID, "pay.example.com")
 	keep := w.mustRegister(t, a, w.p1.ID, "keep.example.com")
@@ -324,7 +324,7 @@ func TestDeleteHostname(t *testing.T) {
 
 func TestDeleteProxyRemovesItsHostnames(t *testing.T) {
 	ctx := context.Background()
-	w := newHNWorld(t)
+	w := newHostnameWorld(t)
 	a := w.a.Tenant.ID
 	w.mustRegister(t, a, w.p1.ID, "one.example.com")
 	w.mustRegister(t, a, w.p1.ID, "two.example.com")
@@ -360,7 +360,7 @@ func TestDeleteProxyRemovesItsHostnames(t *testing.T) {
 
 func TestDeleteTenantRemovesHostnames(t *testing.T) {
 	ctx := context.Background()
-	w := newHNWorld(t)
+	w := newHostnameWorld(t)
 	a, b := w.a.Tenant.ID, w.b.Tenant.ID
 	names := []string{"one.example.com", "two.example.com", "three.example.org"}
 	w.mustRegister(t, a, w.p1.ID, names[0])
@@ -405,7 +405,7 @@ func TestDeleteTenantRemovesHostnames(t *testing.T) {
 // all-ASCII name.
 func TestHostnameNonASCIINotFoldedToASCII(t *testing.T) {
 	ctx := context.Background()
-	w := newHNWorld(t)
+	w := newHostnameWorld(t)
 	tid := w.a.Tenant.ID
 	for _, tc := range []struct{ name, host, folded string }{
 		{"kelvin sign", "\u212Aey.example.com", "key.example.com"},

@@ -65,9 +65,9 @@ func (r sqReader) Scan(prefix, after []byte, fn func(key, value []byte) error) e
 	return r.Reader.Scan(prefix, after, fn)
 }
 
-// sqWorld is a tenant holding the tokens the search tests query, a
+// searchWorld is a tenant holding the tokens the search tests query, a
 // second tenant, and applications with various search access.
-type sqWorld struct {
+type searchWorld struct {
 	*twWorld
 	kv    *sqKV
 	other *twWorld
@@ -87,7 +87,7 @@ var sqApps = map[string]ApplicationInput{
 	"s-plain": {Permissions: []string{"token:search"}},
 }
 
-func (w *sqWorld) addApp(name string) {
+func (w *searchWorld) addApp(name string) {
 	w.tb.Helper()
 	in := sqApps[name]
 	in.Name, in.Type = name, AppPrivate
@@ -101,13 +101,13 @@ var sqLive = []string{"gen-1", "gen-2", "cust-1", "cust-2", "cust-3", "card-1", 
 
 const sqDay = 24 * time.Hour
 
-func newSQWorld(t *testing.T) *sqWorld {
+func newSearchWorld(t *testing.T) *searchWorld {
 	t.Helper()
 	clock := newFakeClock()
 	dir := t.TempDir()
 	kv := &sqKV{}
 	s := openTestStore(t, Options{Dir: dir, Now: clock.Now, WrapKV: func(inner KV) KV { kv.KV = inner; return kv }})
-	w := &sqWorld{twWorld: newTWWorldOn(t, s, clock, dir, nil), kv: kv, tok: map[string]*Token{}}
+	w := &searchWorld{twWorld: newTWWorldOn(t, s, clock, dir, nil), kv: kv, tok: map[string]*Token{}}
 	for name := range sqApps {
 		w.addApp(name)
 	}
@@ -147,14 +147,14 @@ func newSQWorld(t *testing.T) *sqWorld {
 	return w
 }
 
-func (w *sqWorld) search(app, q string, offset, limit int) ([]*Token, int, error) {
+func (w *searchWorld) search(app, q string, offset, limit int) ([]*Token, int, error) {
 	w.tb.Helper()
 	toks, total, err := w.s.SearchTokens(w.ctx, w.req(app), q, offset, limit)
 	return toks, total, twNote(w.tb, err)
 }
 
 // expect checks a search's page and total, in order.
-func (w *sqWorld) expect(app, q string, offset, limit int, want []string, total int) []*Token {
+func (w *searchWorld) expect(app, q string, offset, limit int, want []string, total int) []*Token {
 	w.tb.Helper()
 	toks, n, err := w.search(app, q, offset, limit)
 	if err != nil {
@@ -178,7 +178,7 @@ func sqTime(tok *Token, zone *time.Location) string {
 }
 
 func TestSearchTokens(t *testing.T) {
-	w := newSQWorld(t)
+	w := newSearchWorld(t)
 	fp1, fp2 := w.tok["card-1"].Fingerprint, w.tok["card-2"].Fingerprint
 	if fp1 == "" || fp1 != w.tok["card-3"].Fingerprint || fp1 == fp2 {
 		t.Fatalf("fingerprints: %q %q %q", fp1, fp2, w.tok["card-3"].Fingerprint)
@@ -294,8 +294,8 @@ func TestSearchTokens(t *testing.T) {
 // TestSearchTokensOtherTenant: a tenant's search never sees another's
 // tokens, though they hold the same data, fingerprinted and indexed.
 func TestSearchTokensOtherTenant(t *testing.T) {
-	w := newSQWorld(t)
-	o := &sqWorld{twWorld: w.other.at(t)}
+	w := newSearchWorld(t)
+	o := &searchWorld{twWorld: w.other.at(t)}
 	o.expect("admin", `data:alice@example.com`, 0, 10, []string{"other-1"}, 1)
 	o.expect("admin", `data:4242`, 0, 10, []string{"other-card"}, 1)
 	o.expect("admin", `container:*`, 0, 10, []string{"other-1", "other-card"}, 2)
@@ -308,7 +308,7 @@ func TestSearchTokensOtherTenant(t *testing.T) {
 // TestSearchTokensAccess: a caller sees, and counts, only tokens in
 // containers it may search, shaped by its rule there.
 func TestSearchTokensAccess(t *testing.T) {
-	w := newSQWorld(t)
+	w := newSearchWorld(t)
 	fp1 := w.tok["card-1"].Fingerprint
 
 	// /general/ only
@@ -378,7 +378,7 @@ func TestSearchTokensAccess(t *testing.T) {
 }
 
 func TestSearchTokensPagination(t *testing.T) {
-	w := newSQWorld(t)
+	w := newSearchWorld(t)
 	for _, tc := range []struct {
 		q             string
 		offset, limit int
@@ -412,7 +412,7 @@ func TestSearchTokensPagination(t *testing.T) {
 // the index without scanning the tenant; others scan the order index,
 // and open records only when a term needs them.
 func TestSearchTokensPlan(t *testing.T) {
-	w := newSQWorld(t)
+	w := newSearchWorld(t)
 	fp1 := w.tok["card-1"].Fingerprint
 	for _, tc := range []struct {
 		q     string
@@ -458,7 +458,7 @@ func TestSearchTokensPlan(t *testing.T) {
 // TestSearchTokensFollowsWrites: search indexes follow updates and
 // deletes.
 func TestSearchTokensFollowsWrites(t *testing.T) {
-	w := newSQWorld(t)
+	w := newSearchWorld(t)
 	w.expect("admin", `data:erin`, 0, 10, nil, 0)
 	if _, err := w.update("admin", "cust-3", map[string]any{"search_indexes": []any{"{{ data }}"}}); err != nil {
 		t.Fatal(err)
@@ -477,7 +477,7 @@ func TestSearchTokensFollowsWrites(t *testing.T) {
 }
 
 func TestSearchTokensInvalidQuery(t *testing.T) {
-	w := newSQWorld(t)
+	w := newSearchWorld(t)
 	for _, tc := range []struct{ q, want string }{
 		{`data:` + twVisa + ` AND (`, "position 28: expected a term after '('"},
 		{`(type:card`, "position 1: this '(' is not closed"},

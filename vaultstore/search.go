@@ -102,8 +102,7 @@ func (e *searchExec) plan(q *query.Expr) {
 	q.SetHashes(func(v string) string { return e.tk.searchHashOf(strings.ToLower(v)) })
 }
 
-// lookup answers an indexed term from its index.
-// It returns sorted ids.
+// lookup answers an indexed term from its index, with sorted ids.
 func (e *searchExec) lookup(t *query.Term) ([]string, error) {
 	tid := e.req.Tenant.ID
 	var prefix []byte
@@ -121,7 +120,7 @@ func (e *searchExec) lookup(t *query.Term) ([]string, error) {
 	case query.FieldData:
 		prefix = searchIndexPrefix(tid, t.Hash)
 	default:
-		return nil, fmt.Errorf("search: looking up a term the indexes do not hold") // not reached: Candidates looks up indexable terms only
+		return nil, errors.New("search: looking up a term the indexes do not hold") // not reached: Candidates looks up indexable terms only
 	}
 	var ids []string
 	err := e.r.Scan(prefix, nil, func(key, _ []byte) error {

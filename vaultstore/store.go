@@ -140,7 +140,7 @@ func Open(o Options) (*Store, error) {
 		return nil, err
 	}
 	s.exports = newAuditExporter()
-	s.kv = newAuditKV(s.kv, s.exports, o.Postgres == nil)
+	s.kv = newAuditKV(s.kv, s.exports)
 	s.audits = newAuditBatcher(s.kv, s.stop, auditLinger)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if meta.RotatingTo != nil {

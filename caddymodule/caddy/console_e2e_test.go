@@ -17,9 +17,7 @@ package main
 //	TV_CONSOLE=1 go test ./caddymodule/caddy/ -run TestConsoleBrowser -count=1 -v
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -75,7 +73,7 @@ func TestConsoleBrowser(t *testing.T) {
 	})
 	tenant := s.createTenant("console")
 	report := filepath.Join(t.TempDir(), "report.json")
-	runConsoleSuite(t, node, dir, "console.test.mjs", []string{
+	runNodeSuite(t, node, dir, "console.test.mjs", consoleTimeout, []string{
 		"TV_CONSOLE_URL=" + s.baseURL + "/console/",
 		"TV_MANAGEMENT_KEY=" + tenant.Key,
 		"TV_DESTINATION_URL=" + dest.URL,
@@ -110,7 +108,7 @@ func TestConsoleBrowser(t *testing.T) {
 			VaultExtra:   egressLoopback,
 			HeaderPrefix: "BT",
 		})
-		runConsoleSuite(t, node, dir, "prefix.test.mjs", []string{
+		runNodeSuite(t, node, dir, "prefix.test.mjs", consoleTimeout, []string{
 			"TV_CONSOLE_URL=" + bt.baseURL + "/console/",
 			"TV_MANAGEMENT_KEY=" + bt.createTenant("console bt").Key,
 			"TV_DESTINATION_URL=" + dest.URL,
@@ -132,30 +130,6 @@ func TestConsoleBrowser(t *testing.T) {
 		}
 		checkSDKAccessLog(t, bt.accessLog)
 	})
-}
-
-// runConsoleSuite runs one suite file of dir with env added, streaming
-// its output into the test log, and fails the test when node fails.
-func runConsoleSuite(t *testing.T, node, dir, file string, env []string) {
-	t.Helper()
-	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), consoleTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "--test", "--test-reporter=spec", file)
-	cmd.Dir = dir
-	cmd.Env = append(nodeEnv(), env...)
-	cmd.WaitDelay = 10 * time.Second
-	w := &lineLogger{t: t}
-	cmd.Stdout, cmd.Stderr = w, w
-	err := cmd.Run()
-	w.flush()
-	t.Logf("node --test %s took %v", file, time.Since(start).Round(time.Millisecond))
-	switch {
-	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		t.Errorf("%s did not finish within %v", file, consoleTimeout)
-	case err != nil:
-		t.Errorf("%s failed (%v); its output is above", file, err)
-	}
 }
 
 // logConsoleReport logs the suite's figures: pages, axe-core results by

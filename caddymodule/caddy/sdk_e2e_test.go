@@ -129,7 +129,7 @@ func runSDKSuites(t *testing.T, node, dir string, dest *echoDestination, admin *
 	for _, suite := range sdkSuites {
 		k := keys[suite.name]
 		t.Run(suite.name, func(t *testing.T) {
-			runNodeSuite(t, node, dir, suite.file, []string{
+			runNodeSuite(t, node, dir, suite.file, nodeTimeout, []string{
 				"TV_BASE_URL=" + baseURL,
 				"TV_MANAGEMENT_KEY=" + k.main.Key,
 				"TV_DISPOSABLE_MANAGEMENT_KEY=" + k.disposable.Key,
@@ -162,7 +162,7 @@ func runSDKSuites(t *testing.T, node, dir string, dest *echoDestination, admin *
 			continue
 		}
 		t.Run(strings.TrimSuffix(file, ".test.mjs"), func(t *testing.T) {
-			runNodeSuite(t, node, dir, file, []string{
+			runNodeSuite(t, node, dir, file, nodeTimeout, []string{
 				"TV_BASE_URL=" + baseURL,
 				"TV_MANAGEMENT_KEY=" + admin.createTenant("sdk "+file).Key,
 				"TV_DISPOSABLE_MANAGEMENT_KEY=" + admin.createTenant("sdk "+file+" disposable").Key,
@@ -250,11 +250,12 @@ func equalPackages(a, b map[string]string) bool {
 
 // runNodeSuite runs `node --test` on one file in dir with env added,
 // streaming its output into the test log, and fails the test (without
-// stopping it) when node fails.
-func runNodeSuite(t *testing.T, node, dir, file string, env []string) {
+// stopping it) when node fails or has not finished within limit. The SDK
+// suites and the console's browser suite both run through it.
+func runNodeSuite(t *testing.T, node, dir, file string, limit time.Duration, env []string) {
 	t.Helper()
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), nodeTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, "--test", "--test-reporter=spec", file)
 	cmd.Dir = dir
@@ -267,7 +268,7 @@ func runNodeSuite(t *testing.T, node, dir, file string, env []string) {
 	t.Logf("node --test %s took %v", file, time.Since(start).Round(time.Millisecond))
 	switch {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		t.Errorf("node --test %s did not finish within %v", file, nodeTimeout)
+		t.Errorf("node --test %s did not finish within %v", file, limit)
 	case err != nil:
 		t.Errorf("node --test %s failed (%v); its output is above", file, err)
 	}

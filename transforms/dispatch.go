@@ -421,7 +421,7 @@ func (p *Pool) drain(w *proc, id uint64) {
 	defer p.bgWG.Done()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, _, healthy := p.runOn(ctx, w, id, nil, nil, nil, KillGrace, true)
+	_, _, healthy := p.runOn(ctx, w, id, nil, nil, nil, p.opts.KillGrace, true)
 	p.release(w, healthy, 0, nil)
 }
 

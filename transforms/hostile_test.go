@@ -155,7 +155,7 @@ func TestHostileCorpus(t *testing.T) {
 			if !slices.Contains(kinds, kindOf(err)) {
 				t.Errorf("err = %v (kind %q), want one of %v", err, kindOf(err), kinds)
 			}
-			if limit := timeout + KillGrace + 8*time.Second; d > limit { // slack: a worker's restart on a busy machine
+			if limit := timeout + p.opts.KillGrace + 8*time.Second; d > limit { // slack: a worker's restart on a busy machine
 				t.Errorf("took %v, more than %v", d, limit)
 			}
 			lost := map[string]uint64{}

@@ -97,6 +97,10 @@ func testOptions() Options {
 		MinWorkers: 1,
 		MaxWorkers: 2,
 		Timeout:    5 * time.Second,
+		// a worker starved of CPU by a busy machine (stress-ng beside the
+		// suite) may answer its interrupt late; killing it would fail tests
+		// that expect the interrupt to work
+		KillGrace: 5 * time.Second,
 	}
 }
 

@@ -26,7 +26,7 @@ const (
 	// bytes; longer lines are cut.
 	MaxLogLine = 1024
 	// KillGrace is how long past its deadline a worker may take to answer
-	// before the pool kills it.
+	// before the pool kills it, unless Options.KillGrace says otherwise.
 	KillGrace = time.Second
 	// startTimeout bounds a worker's start-up handshake.
 	startTimeout = 10 * time.Second
@@ -68,6 +68,10 @@ type Options struct {
 	// IdleTimeout: workers beyond MinWorkers that stayed idle this long
 	// are stopped (0 means DefaultIdleTimeout).
 	IdleTimeout time.Duration
+	// KillGrace is how long past its deadline a worker may take to answer
+	// before the pool kills it (0 means KillGrace). A longer grace spares
+	// workers that are only starved of CPU; tests on busy machines use it.
+	KillGrace time.Duration
 	// MemoryLimit caps each worker's Go memory, in bytes (0 means
 	// DefaultMemoryLimit). A worker over it exits and its run fails with
 	// KindMemory.
@@ -161,6 +165,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.IdleTimeout <= 0 {
 		o.IdleTimeout = DefaultIdleTimeout
+	}
+	if o.KillGrace <= 0 {
+		o.KillGrace = KillGrace
 	}
 	if o.MemoryLimit <= 0 {
 		o.MemoryLimit = DefaultMemoryLimit

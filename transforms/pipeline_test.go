@@ -322,10 +322,13 @@ func TestQueuedRunLeaves(t *testing.T) {
 // queued behind a run that takes most of the Timeout, and itself taking
 // most of it, is not killed.
 func TestQueuedRunDeadlineCountsFromItsStart(t *testing.T) {
-	p := pipelinePool(t, func(o *Options) { o.Timeout = 2 * time.Second })
+	// each run takes 4 s of the 6 s Timeout: B, queued behind A, would
+	// time out if its deadline counted from its queueing (8 s), and has 2 s
+	// to spare for a busy machine if it counts from its start
+	p := pipelinePool(t, func(o *Options) { o.Timeout = 6 * time.Second })
 	busy := func(name string) Job {
 		return Job{Kind: JobReactor,
-			Code: `module.exports = () => { const end = Date.now() + 1600; while (Date.now() < end) {} return { raw: '` + name + `' } }`}
+			Code: `module.exports = () => { const end = Date.now() + 4000; while (Date.now() < end) {} return { raw: '` + name + `' } }`}
 	}
 	a := runAsync(context.Background(), p, busy("A"))
 	waitStats(t, p, "A to run", func(s Stats) bool { return s.Busy == 1 })
@@ -438,7 +441,13 @@ func TestPipelineStress(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the stress test takes several seconds")
 	}
-	p := newTestPool(t, func(o *Options) { o.MinWorkers, o.MaxWorkers, o.QueueTimeout = 1, 2, time.Minute })
+	p := newTestPool(t, func(o *Options) {
+		o.MinWorkers, o.MaxWorkers, o.QueueTimeout = 1, 2, time.Minute
+		// no run here may reach the pool's timeout: the loops end by their
+		// context, the memory runs by the limit; a busy machine must not
+		// turn a short run into a timeout
+		o.Timeout = MaxTimeout
+	})
 	scopes := []RealmScope{{}, scopeA, scopeB}
 	const callers, each = 12, 30
 	var wg sync.WaitGroup

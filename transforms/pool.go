@@ -241,7 +241,7 @@ func (p *Pool) reapIdle() {
 //
 // The run is bounded by the pool's Timeout and by ctx: cancelling ctx
 // stops the run (KindTimeout, unwrapping to ctx.Err()), killing its
-// worker if it has not stopped within KillGrace.
+// worker if it has not stopped within Options.KillGrace.
 func (p *Pool) Run(ctx context.Context, job Job) (*Result, error) {
 	switch job.Kind {
 	case JobRequest, JobResponse, JobReactor:
@@ -444,7 +444,7 @@ func (p *Pool) runOn(ctx context.Context, w *proc, id uint64, jf *jobFrame, svc 
 	if jf != nil {
 		kind, quiet = jf.Kind, false
 	}
-	hard := time.NewTimer(timeout + KillGrace)
+	hard := time.NewTimer(timeout + p.opts.KillGrace)
 	defer hard.Stop()
 	done := ctx.Done()
 	logs, calls := 0, 0
@@ -505,13 +505,13 @@ func (p *Pool) runOn(ctx context.Context, w *proc, id uint64, jf *jobFrame, svc 
 			}
 			return nil, err, false
 		case <-done:
-			// Ask the worker to stop; give it KillGrace to answer.
+			// Ask the worker to stop; give it Options.KillGrace to answer.
 			done = nil
 			_ = w.in.write(&frame{T: frameCancel, ID: id})
 			if !hard.Stop() {
 				<-hard.C
 			}
-			hard.Reset(KillGrace)
+			hard.Reset(p.opts.KillGrace)
 		case <-p.closing:
 			w.kill("closed")
 			<-w.exited

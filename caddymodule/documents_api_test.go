@@ -37,7 +37,7 @@ func multipartDoc(t *testing.T, content []byte, contentType, request string) (st
 }
 
 // download reads a document's content: an answer that is not JSON.
-func download(t *testing.T, e *tvEnv, role, id string) tvResp {
+func download(t *testing.T, e *tokenEnv, role, id string) tvResp {
 	t.Helper()
 	req := httptest.NewRequest(http.MethodGet, "/documents/"+id+"/data", nil)
 	req.Header.Set("SVC-API-KEY", e.keys[role])
@@ -50,7 +50,7 @@ func download(t *testing.T, e *tvEnv, role, id string) tvResp {
 
 // docApp creates a private application with the given document
 // permissions.
-func docApp(t *testing.T, e *tvEnv, name string, perms ...string) string {
+func docApp(t *testing.T, e *tokenEnv, name string, perms ...string) string {
 	t.Helper()
 	r := e.do(tvRoleMgmt, http.MethodPost, "/applications", map[string]any{"name": name, "type": "private", "permissions": perms})
 	tvWantStatus(t, r, http.StatusCreated, "create "+name)

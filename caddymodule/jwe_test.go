@@ -22,7 +22,7 @@ type jweKey struct{ id, pem string }
 
 // createJWEKey makes a key through the API, with the content type the
 // official Node SDK sends.
-func createJWEKey(t *testing.T, e *tvEnv, role string) jweKey {
+func createJWEKey(t *testing.T, e *tokenEnv, role string) jweKey {
 	t.Helper()
 	r := e.do(role, http.MethodPost, "/keys", `{}`, "Content-Type", "application/json-patch+json")
 	tvWantStatus(t, r, http.StatusCreated, "POST /keys")

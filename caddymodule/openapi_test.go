@@ -195,7 +195,7 @@ func (c *openAPIChecker) record(opID string, status int) {
 	c.seen[opID][status]++
 }
 
-// check validates one exchange: the tvEnv validate hook.
+// check validates one exchange: the tokenEnv validate hook.
 func (c *openAPIChecker) check(sent *http.Request, body []byte, w *httptest.ResponseRecorder) {
 	c.tb.Helper()
 	what := fmt.Sprintf("%s %s → %d", sent.Method, sent.URL.RequestURI(), w.Code)

@@ -25,7 +25,7 @@ func (m mapResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Add
 
 // setEgress replaces the app's egress policy and transport, as a vault
 // provisioned with that policy would have them.
-func setEgress(t *testing.T, e *tvEnv, p *egress.Policy) {
+func setEgress(t *testing.T, e *tokenEnv, p *egress.Policy) {
 	t.Helper()
 	e.h.app.egress, e.h.app.transport = p, p.Transport()
 	t.Cleanup(e.h.app.transport.CloseIdleConnections)

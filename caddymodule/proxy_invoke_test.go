@@ -88,7 +88,7 @@ func (w auditFailingWriter) Put(key, value []byte, ttl time.Duration) error {
 // newProxyEnv is the tokens test environment with proxies allowed to
 // reach 127.0.0.1 over http, a "user" role holding token:use on every
 // container, and a card token.
-func newProxyEnv(t testing.TB, faults *failingAudit) (*tvEnv, string) {
+func newProxyEnv(t testing.TB, faults *failingAudit) (*tokenEnv, string) {
 	t.Helper()
 	store, err := vaultstore.Open(vaultstore.Options{
 		Dir: t.TempDir(), MasterKey: make([]byte, vaultstore.MasterKeySize),
@@ -118,7 +118,7 @@ func newProxyEnv(t testing.TB, faults *failingAudit) (*tvEnv, string) {
 }
 
 // createTestProxy creates a proxy to destination and returns its id and key.
-func createTestProxy(t testing.TB, e *tvEnv, name, destination string) (id, key string) {
+func createTestProxy(t testing.TB, e *tokenEnv, name, destination string) (id, key string) {
 	t.Helper()
 	r := e.do(tvRoleMgmt, http.MethodPost, "/proxies", map[string]any{"name": name, "destination_url": destination})
 	tvWantStatus(t, r, http.StatusCreated, "create proxy")

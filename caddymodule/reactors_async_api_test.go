@@ -22,7 +22,7 @@ module.exports = async function (req) {
 }`
 
 // waitReaction polls a reaction's result until it has run.
-func waitReaction(t *testing.T, e *tvEnv, role, reactorID, requestID string) tvResp {
+func waitReaction(t *testing.T, e *tokenEnv, role, reactorID, requestID string) tvResp {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {

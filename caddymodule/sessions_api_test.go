@@ -13,7 +13,7 @@ import (
 
 // sessionEnv adds a public application (the browser) to the token test
 // environment and two tokens the revealing key created.
-func sessionEnv(t *testing.T) (e *tvEnv, clock *tvClock, tokenA, tokenB string) {
+func sessionEnv(t *testing.T) (e *tokenEnv, clock *tvClock, tokenA, tokenB string) {
 	t.Helper()
 	clock = &tvClock{}
 	e = newTokenEnvClock(t, clock)
@@ -27,7 +27,7 @@ func sessionEnv(t *testing.T) (e *tvEnv, clock *tvClock, tokenA, tokenB string) 
 
 // newSession creates a session with the public key, registers its key as
 // role, and returns the nonce.
-func newSession(t *testing.T, e *tvEnv, role string) string {
+func newSession(t *testing.T, e *tokenEnv, role string) string {
 	t.Helper()
 	r := e.do("public", http.MethodPost, "/sessions", nil)
 	tvWantStatus(t, r, http.StatusCreated, "create a session")

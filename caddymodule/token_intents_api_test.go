@@ -13,7 +13,7 @@ import (
 // tiKeys adds the applications token intents need to a token
 // environment: a public one that creates intents, a private back end
 // that reads, deletes and converts them, and one in the other tenant.
-func tiKeys(t *testing.T, e *tvEnv) {
+func tiKeys(t *testing.T, e *tokenEnv) {
 	t.Helper()
 	for _, a := range []struct {
 		role, mgmt, typ string

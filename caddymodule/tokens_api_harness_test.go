@@ -1,6 +1,6 @@
 package caddymodule
 
-// The token API tests' harness: the secrets they send, tvEnv (a handler
+// The token API tests' harness: the secrets they send, tokenEnv (a handler
 // over a fresh store, applications by role, every exchange recorded and
 // scanned for secrets) and its helpers.
 
@@ -82,9 +82,9 @@ type tvExchange struct {
 	body               string
 }
 
-// tvEnv is a handler over a real on-disk store, a tenant with one
+// tokenEnv is a handler over a real on-disk store, a tenant with one
 // application per role, and a record of every answer.
-type tvEnv struct {
+type tokenEnv struct {
 	tb    testing.TB
 	h     *API
 	store *vaultstore.Store
@@ -111,7 +111,7 @@ func (r tvResp) String() string { return fmt.Sprintf("%d %s", r.status, r.raw) }
 
 // newTokenEnv builds the environment. With record set, every answer and
 // every log line is checked for the test secrets when the test ends.
-func newTokenEnv(tb testing.TB, syncWrites, record bool) *tvEnv {
+func newTokenEnv(tb testing.TB, syncWrites, record bool) *tokenEnv {
 	tb.Helper()
 	h, store := newTestAPI(tb, syncWrites)
 	return setupTokenEnv(tb, h, store, record)
@@ -124,7 +124,7 @@ func (c *tvClock) now() time.Time          { return time.Unix(0, c.at.Load()) }
 func (c *tvClock) advance(d time.Duration) { c.at.Add(int64(d)) }
 
 // newTokenEnvClock is newTokenEnv over a store that reads the clock c.
-func newTokenEnvClock(tb testing.TB, c *tvClock) *tvEnv {
+func newTokenEnvClock(tb testing.TB, c *tvClock) *tokenEnv {
 	tb.Helper()
 	c.at.Store(time.Now().UnixNano())
 	store, err := vaultstore.Open(vaultstore.Options{Dir: tb.TempDir(), MasterKey: make([]byte, vaultstore.MasterKeySize), Now: c.now})
@@ -137,12 +137,12 @@ func newTokenEnvClock(tb testing.TB, c *tvClock) *tvEnv {
 	return setupTokenEnv(tb, h, store, true)
 }
 
-func setupTokenEnv(tb testing.TB, h *API, store *vaultstore.Store, record bool) *tvEnv {
+func setupTokenEnv(tb testing.TB, h *API, store *vaultstore.Store, record bool) *tokenEnv {
 	tb.Helper()
 	logs := &tvLogBuffer{}
 	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
 	h.logger = zap.New(zapcore.NewCore(enc, zapcore.AddSync(logs), zap.DebugLevel))
-	e := &tvEnv{tb: tb, h: h, store: store, logs: logs, keys: map[string]string{}, record: record}
+	e := &tokenEnv{tb: tb, h: h, store: store, logs: logs, keys: map[string]string{}, record: record}
 
 	ctx := context.Background()
 	t1, err := store.CreateTenant(ctx, vaultstore.NewTenant{Name: "tokens-test", Type: vaultstore.TenantTest})
@@ -185,7 +185,7 @@ func setupTokenEnv(tb testing.TB, h *API, store *vaultstore.Store, record bool) 
 	return e
 }
 
-func (e *tvEnv) createApp(mgmtRole, name string, rules []map[string]any) string {
+func (e *tokenEnv) createApp(mgmtRole, name string, rules []map[string]any) string {
 	e.tb.Helper()
 	r := e.do(mgmtRole, http.MethodPost, "/applications", map[string]any{"name": name, "type": "private", "rules": rules})
 	if r.status != http.StatusCreated {
@@ -205,7 +205,7 @@ func tvRevealing(x tvExchange) bool {
 
 // checkSecrets fails the test when a secret shows up in an answer that
 // should not reveal data, or in any log line.
-func (e *tvEnv) checkSecrets() {
+func (e *tokenEnv) checkSecrets() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, x := range e.exchanges {
@@ -234,7 +234,7 @@ func (e *tvEnv) checkSecrets() {
 // do sends one request through API.ServeHTTP. body is nil, a string (sent
 // as is) or a value (sent as JSON). hdr are header name/value pairs; a
 // PATCH defaults to application/merge-patch+json.
-func (e *tvEnv) do(role, method, path string, body any, hdr ...string) tvResp {
+func (e *tokenEnv) do(role, method, path string, body any, hdr ...string) tvResp {
 	e.tb.Helper()
 	var rd io.Reader
 	switch b := body.(type) {
@@ -368,7 +368,7 @@ func tvWantProblem(tb testing.TB, r tvResp, status int, what string, fields ...s
 }
 
 // count is the number of tokens the revealing key sees.
-func (e *tvEnv) count() int {
+func (e *tokenEnv) count() int {
 	e.tb.Helper()
 	r := e.do(tvRoleReveal, http.MethodGet, "/tokens?size=1", nil)
 	tvWantStatus(e.tb, r, http.StatusOK, "count tokens")
@@ -380,7 +380,7 @@ func (e *tvEnv) count() int {
 }
 
 // create POSTs a token and returns the answer, failing unless it is 201.
-func (e *tvEnv) create(role string, body any) tvResp {
+func (e *tokenEnv) create(role string, body any) tvResp {
 	e.tb.Helper()
 	r := e.do(role, http.MethodPost, "/tokens", body)
 	tvWantStatus(e.tb, r, http.StatusCreated, "create token")

@@ -141,7 +141,7 @@ func tvJSON(tb testing.TB, v any) string {
 }
 
 // usageTotal is total_tokens of the usage report.
-func (e *tvEnv) usageTotal() string {
+func (e *tokenEnv) usageTotal() string {
 	e.tb.Helper()
 	r := e.do(tvRoleMgmt, http.MethodGet, "/tenants/self/reports/usage", nil)
 	tvWantStatus(e.tb, r, http.StatusOK, "usage report")

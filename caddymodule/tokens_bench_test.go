@@ -19,7 +19,7 @@ var tvBenchTokenize5 = []byte(`{"a":"x","b":[1,{"type":"card","data":{"number":"
 	`"c":{"d":true,"e":{"type":"bank","data":{"routing_number":"110000000","account_number":"771206789"}}}}`)
 
 // tvBenchServe sends one request through API.ServeHTTP and checks its status.
-func tvBenchServe(b *testing.B, e *tvEnv, key, method, path string, body []byte, want int) *httptest.ResponseRecorder {
+func tvBenchServe(b *testing.B, e *tokenEnv, key, method, path string, body []byte, want int) *httptest.ResponseRecorder {
 	w := tvBenchDo(e, key, method, path, body)
 	if w.Code != want {
 		b.Fatalf("%s %s: status %d, want %d: %s\nhandler log:\n%s", method, path, w.Code, want, w.Body.Bytes(), tvTail(e.logs.String(), 5))
@@ -31,7 +31,7 @@ func tvBenchServe(b *testing.B, e *tvEnv, key, method, path string, body []byte,
 // conflict the store gave up on (see TestTokenConcurrentWrites) is
 // counted into failed instead of stopping the benchmark; any other
 // unexpected status stops it.
-func tvBenchWrite(b *testing.B, e *tvEnv, key, path string, body []byte, want int, failed *atomic.Int64) {
+func tvBenchWrite(b *testing.B, e *tokenEnv, key, path string, body []byte, want int, failed *atomic.Int64) {
 	w := tvBenchDo(e, key, http.MethodPost, path, body)
 	switch {
 	case w.Code == want:
@@ -47,7 +47,7 @@ func tvReportFailed(b *testing.B, failed *atomic.Int64) {
 	b.ReportMetric(float64(failed.Load())/float64(b.N), "http500/op")
 }
 
-func tvBenchDo(e *tvEnv, key, method, path string, body []byte) *httptest.ResponseRecorder {
+func tvBenchDo(e *tokenEnv, key, method, path string, body []byte) *httptest.ResponseRecorder {
 	var req *http.Request
 	if body != nil {
 		req = httptest.NewRequest(method, path, bytes.NewReader(body))
@@ -85,7 +85,7 @@ func BenchmarkHTTPCreateCard(b *testing.B) {
 }
 
 // tvBenchCardID creates one card and returns its id.
-func tvBenchCardID(b *testing.B, e *tvEnv) string {
+func tvBenchCardID(b *testing.B, e *tokenEnv) string {
 	w := tvBenchServe(b, e, e.keys[tvRoleReveal], http.MethodPost, "/tokens", tvBenchCardBody, http.StatusCreated)
 	var tok struct {
 		ID string `json:"id"`

@@ -13,7 +13,7 @@ import (
 
 // tvPublicApp creates a public application (token:create and
 // token:update, the keys that ship in browsers) and returns its role.
-func (e *tvEnv) tvPublicApp() string {
+func (e *tokenEnv) tvPublicApp() string {
 	e.tb.Helper()
 	r := e.do(tvRoleMgmt, http.MethodPost, "/applications", map[string]any{
 		"name": "browser", "type": "public", "permissions": []string{"token:create", "token:update"}})

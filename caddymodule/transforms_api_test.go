@@ -451,7 +451,7 @@ func TestReactorTenantsShareWorkersFairly(t *testing.T) {
 	}
 	const loops, share = 3, 1 // the test pool: 2 workers, a share of 1
 
-	reactor := func(e *tvEnv, code string) (id, key string) {
+	reactor := func(e *tokenEnv, code string) (id, key string) {
 		r := e.do(tvRoleMgmt, http.MethodPost, "/applications", map[string]any{"name": "invoker", "type": "private",
 			"permissions": []string{"reactor:invoke"}})
 		tvWantStatus(t, r, http.StatusCreated, "invoker")

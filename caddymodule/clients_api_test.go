@@ -7,17 +7,19 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/tokenvault/tokenvault/internal/testjson"
 )
 
 // TestDetokenizeEndpoint: POST /detokenize replaces expressions with data
 // as the caller's token:read rules show it, within the tenant's limit.
 func TestDetokenizeEndpoint(t *testing.T) {
 	e := newTokenEnv(t, false, false)
-	card := tvStr(e.create(tvRoleReveal, tvCardBody()).body, "id")
+	card := testjson.Str(e.create(tvRoleReveal, tvCardBody()).body, "id")
 	r := e.do(tvRoleReveal, http.MethodPost, "/detokenize", map[string]any{
 		"pan": "{{ " + card + " | json: '$.number' }}", "card": "{{ token: " + card + " | json: '$.data' }}", "n": 5})
 	tvWantStatus(t, r, http.StatusOK, "detokenize")
-	if tvStr(r.body, "pan") != tvCard || tvStr(r.body, "card", "number") != tvCard || fmt.Sprint(tvField(r.body, "n")) != "5" {
+	if testjson.Str(r.body, "pan") != tvCard || testjson.Str(r.body, "card", "number") != tvCard || fmt.Sprint(testjson.Field(r.body, "n")) != "5" {
 		t.Errorf("detokenized: %s", r.raw)
 	}
 	r = e.do(tvRoleMask, http.MethodPost, "/detokenize", map[string]any{"pan": "{{ " + card + " | json: '$.number' }}"})
@@ -28,7 +30,7 @@ func TestDetokenizeEndpoint(t *testing.T) {
 	tvWantProblem(t, e.do(tvRoleReveal, http.MethodPost, "/detokenize", map[string]any{"pan": "{{ 5b7c0ab8-0c54-4e4b-a1e4-0e9d6a1d3a4c }}"}), http.StatusBadRequest, "unknown token", "pan")
 	var many []any
 	for i := 0; i < 6; i++ {
-		many = append(many, "{{ "+tvStr(e.create(tvRoleReveal, map[string]any{"type": "token", "data": i}).body, "id")+" }}")
+		many = append(many, "{{ "+testjson.Str(e.create(tvRoleReveal, map[string]any{"type": "token", "data": i}).body, "id")+" }}")
 	}
 	tvWantProblem(t, e.do(tvRoleReveal, http.MethodPost, "/detokenize", many), http.StatusBadRequest, "six tokens over the limit of 5", "body")
 }
@@ -41,7 +43,7 @@ func TestCursorListsAndMetadataJSON(t *testing.T) {
 		"permissions": []string{"token:create", "token:read", "token:search"}}})
 	var ids []string
 	for i := 0; i < 5; i++ {
-		ids = append(ids, tvStr(e.create("searcher", map[string]any{"type": "token", "data": i, "metadata": map[string]any{"batch": "b1"}}).body, "id"))
+		ids = append(ids, testjson.Str(e.create("searcher", map[string]any{"type": "token", "data": i, "metadata": map[string]any{"batch": "b1"}}).body, "id"))
 	}
 	collect := func(first func(start string) tvResp) []string {
 		var got []string
@@ -49,11 +51,11 @@ func TestCursorListsAndMetadataJSON(t *testing.T) {
 		for pages := 0; pages < 10; pages++ {
 			r := first(start)
 			tvWantStatus(t, r, http.StatusOK, "page")
-			data, _ := tvField(r.body, "data").([]any)
+			data, _ := testjson.Field(r.body, "data").([]any)
 			for _, d := range data {
-				got = append(got, tvStr(d, "id"))
+				got = append(got, testjson.Str(d, "id"))
 			}
-			if start = tvStr(r.body, "pagination", "next"); start == "" {
+			if start = testjson.Str(r.body, "pagination", "next"); start == "" {
 				return got
 			}
 		}
@@ -76,7 +78,7 @@ func TestCursorListsAndMetadataJSON(t *testing.T) {
 
 	for _, q := range []string{"metadata.batch=b1", "metadata%5Bbatch%5D=b1", "metadata=" + url.QueryEscape(`{"batch":"b1"}`)} {
 		r := e.do("searcher", http.MethodGet, "/tokens?"+q, nil)
-		if data, _ := tvField(r.body, "data").([]any); r.status != http.StatusOK || len(data) != 5 {
+		if data, _ := testjson.Field(r.body, "data").([]any); r.status != http.StatusOK || len(data) != 5 {
 			t.Errorf("GET /tokens?%s: %d tokens, %s", q, len(data), r.raw)
 		}
 	}
@@ -109,7 +111,7 @@ func TestIdempotency(t *testing.T) {
 	tvWantProblem(t, e.do(tvRoleReveal, http.MethodPost, "/tokens", bad, key, "k-2"), http.StatusBadRequest, "invalid card again")
 
 	// in flight
-	revealApp := tvStr(e.do(tvRoleReveal, http.MethodGet, "/applications/key", nil).body, "id")
+	revealApp := testjson.Str(e.do(tvRoleReveal, http.MethodGet, "/applications/key", nil).body, "id")
 	if _, err := e.store.BeginIdempotent(context.Background(), e.tenantID, revealApp+"\x00k-3", "whatever"); err != nil {
 		t.Fatal(err)
 	}
@@ -117,10 +119,10 @@ func TestIdempotency(t *testing.T) {
 
 	// keys belong to the application: another one reusing a key neither
 	// gets the first answer (data it may not read) nor is refused
-	card := tvStr(first.body, "id")
+	card := testjson.Str(first.body, "id")
 	detok := map[string]any{"pan": "{{ " + card + " | json: '$.number' }}"}
 	r := e.do(tvRoleReveal, http.MethodPost, "/detokenize", detok, key, "shared")
-	if r.status != http.StatusOK || tvStr(r.body, "pan") != tvCard || r.header.Get("Cache-Control") != "no-store" {
+	if r.status != http.StatusOK || testjson.Str(r.body, "pan") != tvCard || r.header.Get("Cache-Control") != "no-store" {
 		t.Fatalf("detokenize with a key: %s", r)
 	}
 	r = e.do(tvRoleGeneral, http.MethodPost, "/detokenize", detok, key, "shared")
@@ -133,11 +135,11 @@ func TestIdempotency(t *testing.T) {
 
 	// keys are per tenant
 	r = e.do(tvRoleOther, http.MethodPost, "/tokens", tvCardBody(), key, "k-1")
-	if r.status != http.StatusCreated || tvStr(r.body, "id") == tvStr(first.body, "id") {
+	if r.status != http.StatusCreated || testjson.Str(r.body, "id") == testjson.Str(first.body, "id") {
 		t.Errorf("another tenant's request with the same key: %s", r)
 	}
 	// GET ignores the header
-	tvWantStatus(t, e.do(tvRoleReveal, http.MethodGet, "/tokens/"+tvStr(first.body, "id"), nil, key, "k-1"), http.StatusOK, "GET with a key")
+	tvWantStatus(t, e.do(tvRoleReveal, http.MethodGet, "/tokens/"+testjson.Str(first.body, "id"), nil, key, "k-1"), http.StatusOK, "GET with a key")
 	tvWantProblem(t, e.do(tvRoleReveal, http.MethodPost, "/tokens", tvCardBody(), key, strings.Repeat("k", 256)), http.StatusBadRequest, "long key", key)
 }
 

@@ -4,12 +4,14 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/tokenvault/tokenvault/internal/testjson"
 )
 
 // TestDeprecations: each row of the interface's Versioning table.
 func TestDeprecations(t *testing.T) {
 	e := newTokenEnv(t, false, false)
-	appID := tvStr(e.do(tvRoleMgmt, http.MethodGet, "/applications/key", nil).body, "id")
+	appID := testjson.Str(e.do(tvRoleMgmt, http.MethodGet, "/applications/key", nil).body, "id")
 
 	t.Run("reactor ids on proxies", func(t *testing.T) {
 		for _, field := range []string{"request_reactor_id", "response_reactor_id"} {
@@ -26,10 +28,10 @@ func TestDeprecations(t *testing.T) {
 		body := tvCardBody()
 		body["privacy"] = map[string]any{"classification": "pci", "impact_level": "high", "restriction_policy": "mask"}
 		r := e.create(tvRoleReveal, body)
-		if tvHas(r.body, "privacy") {
+		if testjson.Has(r.body, "privacy") {
 			t.Errorf("privacy came back: %s", r.raw)
 		}
-		if c, _ := tvField(r.body, "containers").([]any); len(c) != 1 || c[0] != "/pci/high/" {
+		if c, _ := testjson.Field(r.body, "containers").([]any); len(c) != 1 || c[0] != "/pci/high/" {
 			t.Errorf("a token without containers is in %v, want the type's default /pci/high/", c)
 		}
 	})

@@ -9,6 +9,8 @@ import (
 	"net/textproto"
 	"strings"
 	"testing"
+
+	"github.com/tokenvault/tokenvault/internal/testjson"
 )
 
 // multipartDoc builds an upload body as the official Node SDK does: the
@@ -54,7 +56,7 @@ func docApp(t *testing.T, e *tokenEnv, name string, perms ...string) string {
 	t.Helper()
 	r := e.do(tvRoleMgmt, http.MethodPost, "/applications", map[string]any{"name": name, "type": "private", "permissions": perms})
 	tvWantStatus(t, r, http.StatusCreated, "create "+name)
-	e.keys[name] = tvStr(r.body, "key")
+	e.keys[name] = testjson.Str(r.body, "key")
 	return name
 }
 
@@ -69,14 +71,14 @@ func TestDocumentsAPI(t *testing.T) {
 	ct, body := multipartDoc(t, content, "application/pdf", `{"metadata":{"kind":"id-scan"}}`)
 	r := e.do(all, http.MethodPost, "/documents", body, "Content-Type", ct)
 	tvWantStatus(t, r, http.StatusCreated, "POST /documents")
-	id := tvStr(r.body, "id")
-	if id == "" || tvStr(r.body, "content_type") != "application/pdf" || tvStr(r.body, "metadata", "kind") != "id-scan" ||
-		tvStr(r.body, "tenant_id") != e.tenantID || tvStr(r.body, "created_by") == "" || tvStr(r.body, "created_at") == "" {
+	id := testjson.Str(r.body, "id")
+	if id == "" || testjson.Str(r.body, "content_type") != "application/pdf" || testjson.Str(r.body, "metadata", "kind") != "id-scan" ||
+		testjson.Str(r.body, "tenant_id") != e.tenantID || testjson.Str(r.body, "created_by") == "" || testjson.Str(r.body, "created_at") == "" {
 		t.Errorf("upload answer: %s", r.raw)
 	}
 	r = e.do(readOnly, http.MethodGet, "/documents/"+id, nil)
 	tvWantStatus(t, r, http.StatusOK, "GET /documents/{id}")
-	if tvStr(r.body, "id") != id || tvStr(r.body, "metadata", "kind") != "id-scan" {
+	if testjson.Str(r.body, "id") != id || testjson.Str(r.body, "metadata", "kind") != "id-scan" {
 		t.Errorf("metadata: %s", r.raw)
 	}
 	r = download(t, e, all, id)
@@ -96,7 +98,7 @@ func TestDocumentsAPI(t *testing.T) {
 	otherRole := "other-files"
 	r = e.do("other-management", http.MethodPost, "/applications", map[string]any{"name": otherRole, "type": "private", "permissions": []string{"documents:read", "documents:reveal", "documents:delete"}})
 	tvWantStatus(t, r, http.StatusCreated, "other tenant's application")
-	e.keys[otherRole] = tvStr(r.body, "key")
+	e.keys[otherRole] = testjson.Str(r.body, "key")
 	tvWantProblem(t, e.do(otherRole, http.MethodGet, "/documents/"+id, nil), http.StatusNotFound, "another tenant's metadata")
 	tvWantProblem(t, e.do(otherRole, http.MethodGet, "/documents/"+id+"/data", nil), http.StatusNotFound, "another tenant's content")
 	tvWantProblem(t, e.do(otherRole, http.MethodDelete, "/documents/"+id, nil), http.StatusNotFound, "another tenant's delete")
@@ -114,7 +116,7 @@ func TestDocumentsAPI(t *testing.T) {
 	mw.Close()
 	r = e.do(all, http.MethodPost, "/documents", b.Bytes(), "Content-Type", mw.FormDataContentType())
 	tvWantStatus(t, r, http.StatusCreated, "request part first")
-	if tvStr(r.body, "content_type") != "application/octet-stream" {
+	if testjson.Str(r.body, "content_type") != "application/octet-stream" {
 		t.Errorf("content type of a file part without one: %s", r.raw)
 	}
 }

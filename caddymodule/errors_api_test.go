@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/tokenvault/tokenvault/egress"
+	"github.com/tokenvault/tokenvault/internal/testjson"
 )
 
 // TestForbiddenNamesPermission: a 403 says which permission is missing,
@@ -15,8 +16,8 @@ import (
 // whatever is wrong with the key.
 func TestForbiddenNamesPermission(t *testing.T) {
 	e := newTokenEnv(t, false, true)
-	card := tvStr(e.create(tvRoleReveal, tvCardBody()).body, "id")
-	text := tvStr(e.create(tvRoleReveal, map[string]any{"type": "token", "data": tvSecretText}).body, "id")
+	card := testjson.Str(e.create(tvRoleReveal, tvCardBody()).body, "id")
+	text := testjson.Str(e.create(tvRoleReveal, map[string]any{"type": "token", "data": tvSecretText}).body, "id")
 
 	for _, tc := range []struct {
 		name, role, method, path string
@@ -53,9 +54,9 @@ func TestForbiddenNamesPermission(t *testing.T) {
 			r := e.do(tc.role, tc.method, tc.path, tc.body, tc.hdr...)
 			body := r.body
 			if tc.proxy {
-				body = tvField(r.body, "proxy_error")
+				body = testjson.Field(r.body, "proxy_error")
 			}
-			if r.status != http.StatusForbidden || tvStr(body, "detail") != tc.detail {
+			if r.status != http.StatusForbidden || testjson.Str(body, "detail") != tc.detail {
 				t.Errorf("%s %s: %s\nwant 403 with detail %q", tc.method, tc.path, r, tc.detail)
 			}
 		})
@@ -138,7 +139,7 @@ func TestBadQueryValues(t *testing.T) {
 			t.Errorf("%s: %s, want 200", tc.path, r)
 			continue
 		}
-		if data, _ := tvField(r.body, "data").([]any); tc.items >= 0 && len(data) != tc.items {
+		if data, _ := testjson.Field(r.body, "data").([]any); tc.items >= 0 && len(data) != tc.items {
 			t.Errorf("%s: %d items, want %d: %s", tc.path, len(data), tc.items, r.raw)
 		}
 	}
@@ -180,7 +181,7 @@ func TestEgressRefusalHints(t *testing.T) {
 			if tc.name != "private address by name" { // a name passes the save-time check
 				r := e.do(tvRoleMgmt, http.MethodPost, "/proxies", map[string]any{"name": "p", "destination_url": tc.url})
 				tvWantProblem(t, r, http.StatusBadRequest, "save", "destination_url")
-				msgs, _ := tvField(r.body, "errors", "destination_url").([]any)
+				msgs, _ := testjson.Field(r.body, "errors", "destination_url").([]any)
 				if len(msgs) != 1 {
 					t.Fatalf("save: %s", r)
 				}
@@ -188,7 +189,7 @@ func TestEgressRefusalHints(t *testing.T) {
 			}
 			r := e.do("user", http.MethodPost, "/proxy", body, "SVC-PROXY-URL", tc.url)
 			wantEgressRefusal(t, r, "ephemeral")
-			check("ephemeral", tvStr(r.body, "proxy_error", "detail"))
+			check("ephemeral", testjson.Str(r.body, "proxy_error", "detail"))
 		})
 	}
 }
@@ -200,22 +201,22 @@ func TestScriptErrorPositions(t *testing.T) {
 	e, _ := newProxyEnv(t, nil)
 	r := e.do(tvRoleMgmt, http.MethodPost, "/reactors", map[string]any{"name": "bad", "code": "module.exports = async function (req) {"})
 	tvWantProblem(t, r, http.StatusBadRequest, "one-line syntax error", "code")
-	if got := tvStr(r.body, "errors", "code", 0); got != "SyntaxError: Unexpected end of input (line 1, column 40)" {
+	if got := testjson.Str(r.body, "errors", "code", 0); got != "SyntaxError: Unexpected end of input (line 1, column 40)" {
 		t.Errorf("one-line syntax error: %q", got)
 	}
 	r = e.do(tvRoleMgmt, http.MethodPost, "/reactors", map[string]any{"name": "bad", "code": "module.exports = (req) => {\n  return req..args;\n};"})
 	tvWantProblem(t, r, http.StatusBadRequest, "multi-line syntax error", "code")
-	if got := tvStr(r.body, "errors", "code", 0); !strings.HasSuffix(got, "(line 2, column 13)") {
+	if got := testjson.Str(r.body, "errors", "code", 0); !strings.HasSuffix(got, "(line 2, column 13)") {
 		t.Errorf("multi-line syntax error: %q", got)
 	}
 
 	r = e.do(tvRoleMgmt, http.MethodPost, "/applications", map[string]any{"name": "invoker", "type": "private", "permissions": []string{"reactor:invoke"}})
 	tvWantStatus(t, r, http.StatusCreated, "invoker")
-	e.keys["invoker"] = tvStr(r.body, "key")
+	e.keys["invoker"] = testjson.Str(r.body, "key")
 	r = e.do(tvRoleMgmt, http.MethodPost, "/reactors", map[string]any{"name": "throws", "code": "module.exports = async (req) => {\n  const x = req.args.missing;\n  return x.field;\n};"})
 	tvWantStatus(t, r, http.StatusCreated, "reactor")
-	r = e.do("invoker", http.MethodPost, "/reactors/"+tvStr(r.body, "id")+"/react", map[string]any{"args": map[string]any{}})
-	if !strings.HasSuffix(tvStr(r.body, "detail"), "TypeError: Cannot read property 'field' of undefined (line 3, column 12)") {
+	r = e.do("invoker", http.MethodPost, "/reactors/"+testjson.Str(r.body, "id")+"/react", map[string]any{"args": map[string]any{}})
+	if !strings.HasSuffix(testjson.Str(r.body, "detail"), "TypeError: Cannot read property 'field' of undefined (line 3, column 12)") {
 		t.Errorf("runtime error: %s", r)
 	}
 }

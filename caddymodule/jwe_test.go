@@ -15,6 +15,8 @@ import (
 
 	"github.com/lestrrat-go/jwx/v3/jwa"
 	"github.com/lestrrat-go/jwx/v3/jwe"
+
+	"github.com/tokenvault/tokenvault/internal/testjson"
 )
 
 // jweKey is a client encryption key as POST /keys answered it.
@@ -26,8 +28,8 @@ func createJWEKey(t *testing.T, e *tokenEnv, role string) jweKey {
 	t.Helper()
 	r := e.do(role, http.MethodPost, "/keys", `{}`, "Content-Type", "application/json-patch+json")
 	tvWantStatus(t, r, http.StatusCreated, "POST /keys")
-	k := jweKey{id: tvStr(r.body, "key_id"), pem: tvStr(r.body, "public_key_pem")}
-	if k.id == "" || k.pem == "" || tvStr(r.body, "expires_at") == "" {
+	k := jweKey{id: testjson.Str(r.body, "key_id"), pem: testjson.Str(r.body, "public_key_pem")}
+	if k.id == "" || k.pem == "" || testjson.Str(r.body, "expires_at") == "" {
 		t.Fatalf("POST /keys: %s", r.raw)
 	}
 	return k
@@ -88,15 +90,15 @@ func TestJWETokenCreate(t *testing.T) {
 	card := `{"number":"` + tvCard + `","expiration_month":12,"expiration_year":2099}`
 	r := e.create(tvRoleReveal, map[string]any{"type": "card", "encrypted": elementsJWE(t, k, card)})
 	tvWantStatus(t, r, http.StatusCreated, "POST /tokens with JWE data")
-	got := e.do(tvRoleReveal, http.MethodGet, "/tokens/"+tvStr(r.body, "id"), nil)
-	if tvStr(got.body, "data", "number") != tvCard {
+	got := e.do(tvRoleReveal, http.MethodGet, "/tokens/"+testjson.Str(r.body, "id"), nil)
+	if testjson.Str(got.body, "data", "number") != tvCard {
 		t.Errorf("the decrypted card was not stored: %s", got.raw)
 	}
 	// a string payload is the string itself, not JSON
 	r = e.create(tvRoleReveal, map[string]any{"type": "token", "encrypted": elementsJWE(t, k, "123-45-6789")})
 	tvWantStatus(t, r, http.StatusCreated, "POST /tokens with a JWE string")
-	got = e.do(tvRoleReveal, http.MethodGet, "/tokens/"+tvStr(r.body, "id"), nil)
-	if tvStr(got.body, "data") != "123-45-6789" {
+	got = e.do(tvRoleReveal, http.MethodGet, "/tokens/"+testjson.Str(r.body, "id"), nil)
+	if testjson.Str(got.body, "data") != "123-45-6789" {
 		t.Errorf("the decrypted string: %s", got.raw)
 	}
 	// decrypted data is validated like data in clear
@@ -108,8 +110,8 @@ func TestJWETokenCreate(t *testing.T) {
 		"nested": []any{map[string]any{"type": "token", "encrypted": elementsJWE(t, k, `{"ssn":"123-45-6789"}`)}},
 	})
 	tvWantStatus(t, r, http.StatusOK, "POST /tokenize with JWE data")
-	got = e.do(tvRoleReveal, http.MethodGet, "/tokens/"+tvStr(r.body, "nested", 0, "id"), nil)
-	if tvStr(got.body, "data", "ssn") != "123-45-6789" {
+	got = e.do(tvRoleReveal, http.MethodGet, "/tokens/"+testjson.Str(r.body, "nested", 0, "id"), nil)
+	if testjson.Str(got.body, "data", "ssn") != "123-45-6789" {
 		t.Errorf("tokenized JWE: %s / %s", r.raw, got.raw)
 	}
 	r = e.do(tvRoleReveal, http.MethodPost, "/tokenize", map[string]any{
@@ -122,15 +124,15 @@ func TestJWETokenCreate(t *testing.T) {
 		http.StatusBadRequest, "data and encrypted", "encrypted")
 	jweString := elementsJWE(t, k, "z")
 	r = e.create(tvRoleReveal, map[string]any{"type": "token", "data": jweString})
-	got = e.do(tvRoleReveal, http.MethodGet, "/tokens/"+tvStr(r.body, "id"), nil)
-	if tvStr(got.body, "data") != jweString {
+	got = e.do(tvRoleReveal, http.MethodGet, "/tokens/"+testjson.Str(r.body, "id"), nil)
+	if testjson.Str(got.body, "data") != jweString {
 		t.Errorf("a JWE-shaped string in data was changed: %s", got.raw)
 	}
 	// token intents take encrypted data the same way
 	web := docApp(t, e, "web", "token-intent:create")
 	r = e.do(web, http.MethodPost, "/token-intents", map[string]any{"type": "card", "encrypted": elementsJWE(t, k, card)})
 	tvWantStatus(t, r, http.StatusCreated, "POST /token-intents with encrypted data")
-	if tvStr(r.body, "card", "last4") != tvCard[len(tvCard)-4:] || strings.Contains(string(r.raw), tvCard) {
+	if testjson.Str(r.body, "card", "last4") != tvCard[len(tvCard)-4:] || strings.Contains(string(r.raw), tvCard) {
 		t.Errorf("the intent of encrypted data: %s", r.raw)
 	}
 	r = e.do(web, http.MethodPost, "/token-intents", map[string]any{"type": "card", "encrypted": elementsJWE(t, jweKey{id: k.id, pem: createJWEKey(t, e, "other-management").pem}, card)})
@@ -209,7 +211,7 @@ func TestJWERefusals(t *testing.T) {
 	for _, tc := range cases {
 		r := e.do(tvRoleReveal, http.MethodPost, "/tokens", map[string]any{"type": "card", "encrypted": tc.jwe})
 		tvWantProblem(t, r, http.StatusBadRequest, tc.name, "encrypted")
-		msgs, _ := tvField(r.body, "errors", "encrypted").([]any)
+		msgs, _ := testjson.Field(r.body, "errors", "encrypted").([]any)
 		if len(msgs) != 1 || fmt.Sprint(msgs[0]) != jweUndecryptable {
 			t.Errorf("%s: errors.encrypted %v, want only %q", tc.name, msgs, jweUndecryptable)
 		}
@@ -240,13 +242,13 @@ func TestJWEExpiredKey(t *testing.T) {
 	at := clock.now().Add(2 * time.Hour).UTC().Format(time.RFC3339)
 	r := e.do(tvRoleMgmt, http.MethodPost, "/keys", map[string]any{"expires_at": at})
 	tvWantStatus(t, r, http.StatusCreated, "a key for two hours")
-	k := jweKey{id: tvStr(r.body, "key_id"), pem: tvStr(r.body, "public_key_pem")}
+	k := jweKey{id: testjson.Str(r.body, "key_id"), pem: testjson.Str(r.body, "public_key_pem")}
 	data := elementsJWE(t, k, `{"ssn":"123-45-6789"}`)
 	tvWantStatus(t, e.do(tvRoleReveal, http.MethodPost, "/tokens", map[string]any{"type": "token", "encrypted": data}), http.StatusCreated, "before expiry")
 	clock.advance(3 * time.Hour)
 	r = e.do(tvRoleReveal, http.MethodPost, "/tokens", map[string]any{"type": "token", "encrypted": data})
 	tvWantProblem(t, r, http.StatusBadRequest, "after expiry", "encrypted")
-	if msgs, _ := tvField(r.body, "errors", "encrypted").([]any); len(msgs) != 1 || fmt.Sprint(msgs[0]) != jweUndecryptable {
+	if msgs, _ := testjson.Field(r.body, "errors", "encrypted").([]any); len(msgs) != 1 || fmt.Sprint(msgs[0]) != jweUndecryptable {
 		t.Errorf("after expiry: %s", r.raw)
 	}
 	tvWantStatus(t, e.do(tvRoleMgmt, http.MethodGet, "/keys/"+k.id, nil), http.StatusOK, "an expired key's metadata")

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/tokenvault/tokenvault/internal/testjson"
 )
 
 // TestClientKeysAPI: POST, GET, list and DELETE /keys with the
@@ -21,12 +23,12 @@ func TestClientKeysAPI(t *testing.T) {
 	tvWantStatus(t, r, http.StatusCreated, "POST /keys without a body")
 	r = e.do(tvRoleMgmt, http.MethodGet, "/keys/"+k.id, nil)
 	tvWantStatus(t, r, http.StatusOK, "GET /keys/{id}")
-	if tvStr(r.body, "key_id") != k.id || tvStr(r.body, "expires_at") == "" || strings.Contains(string(r.raw), "PUBLIC KEY") || strings.Contains(string(r.raw), "private") {
+	if testjson.Str(r.body, "key_id") != k.id || testjson.Str(r.body, "expires_at") == "" || strings.Contains(string(r.raw), "PUBLIC KEY") || strings.Contains(string(r.raw), "private") {
 		t.Errorf("GET /keys/{id}: %s", r.raw)
 	}
 	r = e.do(tvRoleMgmt, http.MethodGet, "/keys", nil)
 	tvWantStatus(t, r, http.StatusOK, "GET /keys")
-	if list, _ := r.body.([]any); len(list) != 2 || tvStr(list[0], "key_id") != k.id || strings.Contains(string(r.raw), "PUBLIC KEY") {
+	if list, _ := r.body.([]any); len(list) != 2 || testjson.Str(list[0], "key_id") != k.id || strings.Contains(string(r.raw), "PUBLIC KEY") {
 		t.Errorf("GET /keys: %s", r.raw)
 	}
 	tvWantProblem(t, e.do(tvRoleMgmt, http.MethodPost, "/keys", map[string]any{"expires_at": "2000-01-01T00:00:00Z"}), http.StatusBadRequest, "a past expires_at", "expires_at")

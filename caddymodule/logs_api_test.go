@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tokenvault/tokenvault/internal/testjson"
 	"github.com/tokenvault/tokenvault/vaultstore"
 )
 
@@ -18,7 +19,7 @@ func TestAuditLogCoversEveryOperation(t *testing.T) {
 	e := newTokenEnv(t, false, true)
 	ctx := context.Background()
 
-	card := tvStr(e.create(tvRoleReveal, tvCardBody()).body, "id")
+	card := testjson.Str(e.create(tvRoleReveal, tvCardBody()).body, "id")
 	tvWantStatus(t, e.do(tvRoleReveal, http.MethodGet, "/tokens/"+card, nil), http.StatusOK, "read")
 	tvWantStatus(t, e.do(tvRoleMask, http.MethodGet, "/tokens", nil), http.StatusOK, "list")
 	tvWantStatus(t, e.do(tvRoleReveal, http.MethodPatch, "/tokens/"+card, map[string]any{"metadata": map[string]any{"k": "v"}}), http.StatusOK, "update")
@@ -26,15 +27,15 @@ func TestAuditLogCoversEveryOperation(t *testing.T) {
 	tvWantStatus(t, e.do(tvRoleReveal, http.MethodDelete, "/tokens/"+card, nil), http.StatusNoContent, "delete")
 	r := e.do(tvRoleMgmt, http.MethodPost, "/applications", map[string]any{"name": "a", "type": "private", "permissions": []string{"token:read"}})
 	tvWantStatus(t, r, http.StatusCreated, "create application")
-	appID := tvStr(r.body, "id")
+	appID := testjson.Str(r.body, "id")
 	r = e.do(tvRoleMgmt, http.MethodPost, "/applications/"+appID+"/keys", nil)
 	tvWantStatus(t, r, http.StatusCreated, "create key")
-	tvWantStatus(t, e.do(tvRoleMgmt, http.MethodDelete, "/applications/"+appID+"/keys/"+tvStr(r.body, "id"), nil), http.StatusNoContent, "delete key")
+	tvWantStatus(t, e.do(tvRoleMgmt, http.MethodDelete, "/applications/"+appID+"/keys/"+testjson.Str(r.body, "id"), nil), http.StatusNoContent, "delete key")
 	tvWantStatus(t, e.do(tvRoleMgmt, http.MethodPut, "/applications/"+appID, map[string]any{"name": "b", "permissions": []string{"token:read"}}), http.StatusOK, "update application")
 	tvWantStatus(t, e.do(tvRoleMgmt, http.MethodDelete, "/applications/"+appID, nil), http.StatusNoContent, "delete application")
 	r = e.do(tvRoleMgmt, http.MethodPost, "/proxies", map[string]any{"name": "p", "destination_url": "https://api.example.com"})
 	tvWantStatus(t, r, http.StatusCreated, "create proxy")
-	proxyID := tvStr(r.body, "id")
+	proxyID := testjson.Str(r.body, "id")
 	tvWantStatus(t, e.do(tvRoleMgmt, http.MethodPatch, "/proxies/"+proxyID, map[string]any{"name": "q"}), http.StatusNoContent, "patch proxy")
 	tvWantStatus(t, e.do(tvRoleMgmt, http.MethodDelete, "/proxies/"+proxyID, nil), http.StatusNoContent, "delete proxy")
 	tvWantStatus(t, e.do(tvRoleMgmt, http.MethodPut, "/tenants/self", map[string]any{"name": "renamed"}), http.StatusOK, "update tenant")
@@ -56,20 +57,20 @@ func TestAuditLogCoversEveryOperation(t *testing.T) {
 		}
 		r := e.do(tvRoleMgmt, http.MethodGet, path, nil)
 		tvWantStatus(t, r, http.StatusOK, "list logs")
-		data, _ := tvField(r.body, "data").([]any)
+		data, _ := testjson.Field(r.body, "data").([]any)
 		if len(data) > 3 {
 			t.Fatalf("page of %d records with size=3", len(data))
 		}
 		for _, d := range data {
 			rec := d.(map[string]any)
-			id := tvStr(rec, "id")
+			id := testjson.Str(rec, "id")
 			if seen[id] {
 				t.Errorf("record %s returned twice", id)
 			}
 			seen[id] = true
 			all = append(all, rec)
 		}
-		next = tvStr(r.body, "pagination", "next")
+		next = testjson.Str(r.body, "pagination", "next")
 		if next == "" {
 			break
 		}
@@ -83,11 +84,11 @@ func TestAuditLogCoversEveryOperation(t *testing.T) {
 	}
 	var prev time.Time
 	for i, rec := range all {
-		delete(want, tvStr(rec, "entity_type")+" "+tvStr(rec, "operation"))
-		if tvStr(rec, "tenant_id") != e.tenantID || tvStr(rec, "created_at") == "" {
+		delete(want, testjson.Str(rec, "entity_type")+" "+testjson.Str(rec, "operation"))
+		if testjson.Str(rec, "tenant_id") != e.tenantID || testjson.Str(rec, "created_at") == "" {
 			t.Errorf("record %v", rec)
 		}
-		at, err := time.Parse(time.RFC3339Nano, tvStr(rec, "created_at"))
+		at, err := time.Parse(time.RFC3339Nano, testjson.Str(rec, "created_at"))
 		if err != nil {
 			t.Fatalf("created_at: %v", err)
 		}
@@ -109,16 +110,16 @@ func TestAuditLogCoversEveryOperation(t *testing.T) {
 	// filters
 	r = e.do(tvRoleMgmt, http.MethodGet, "/logs?entity_type=proxy&entity_id="+proxyID, nil)
 	tvWantStatus(t, r, http.StatusOK, "filtered logs")
-	if data, _ := tvField(r.body, "data").([]any); len(data) != 3 {
+	if data, _ := testjson.Field(r.body, "data").([]any); len(data) != 3 {
 		t.Errorf("proxy %s has %d records, want create, update and delete: %s", proxyID, len(data), r.raw)
 	}
 	future := url.QueryEscape(time.Now().Add(time.Hour).Format(time.RFC3339))
 	r = e.do(tvRoleMgmt, http.MethodGet, "/logs?start_date="+future, nil)
-	if data, _ := tvField(r.body, "data").([]any); r.status != http.StatusOK || len(data) != 0 {
+	if data, _ := testjson.Field(r.body, "data").([]any); r.status != http.StatusOK || len(data) != 0 {
 		t.Errorf("start_date in the future: %s", r)
 	}
 	r = e.do(tvRoleMgmt, http.MethodGet, "/logs?end_date="+future+"&size=100", nil)
-	if data, _ := tvField(r.body, "data").([]any); r.status != http.StatusOK || len(data) != len(all) {
+	if data, _ := testjson.Field(r.body, "data").([]any); r.status != http.StatusOK || len(data) != len(all) {
 		t.Errorf("end_date in the future: %d records, want %d", len(data), len(all))
 	}
 

@@ -25,6 +25,7 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 	"go.uber.org/zap"
 
+	"github.com/tokenvault/tokenvault/internal/testjson"
 	"github.com/tokenvault/tokenvault/ratelimit"
 )
 
@@ -376,7 +377,7 @@ func TestOpenAPITraffic(t *testing.T) {
 	want(e.do(mask, http.MethodGet, "/applications", nil), http.StatusForbidden, "list without application:read")
 	pub := want(e.do(mgmt, http.MethodPost, "/applications", map[string]any{"name": "pub", "type": "public", "permissions": []string{"token:create"}}),
 		http.StatusCreated, "create public application")
-	pubID := tvStr(pub.body, "id")
+	pubID := testjson.Str(pub.body, "id")
 	want(e.do(mgmt, http.MethodPost, "/applications", map[string]any{"name": "nokey", "type": "management", "permissions": []string{"log:read"}, "create_key": false}),
 		http.StatusCreated, "create without key")
 	want(e.do(mgmt, http.MethodPost, "/applications", map[string]any{"name": "bad", "type": "public", "permissions": []string{"token:read"}}),
@@ -391,10 +392,10 @@ func TestOpenAPITraffic(t *testing.T) {
 	want(e.do(mgmt, http.MethodPut, "/applications/"+pubID, map[string]any{"name": "pub2", "type": "private"}), http.StatusBadRequest, "type change")
 	want(e.do(mgmt, http.MethodGet, "/applications/"+pubID+"/keys", nil), http.StatusOK, "list keys")
 	key := want(e.do(mgmt, http.MethodPost, "/applications/"+pubID+"/keys", nil), http.StatusCreated, "create key")
-	want(e.do(mgmt, http.MethodGet, "/applications/"+pubID+"/keys/"+tvStr(key.body, "id"), nil), http.StatusOK, "get key")
-	want(e.do(mgmt, http.MethodDelete, "/applications/"+pubID+"/keys/"+tvStr(key.body, "id"), nil), http.StatusNoContent, "delete key")
-	want(e.do(mgmt, http.MethodGet, "/applications/"+pubID+"/keys/"+tvStr(key.body, "id"), nil), http.StatusNotFound, "get deleted key")
-	want(e.do(mgmt, http.MethodDelete, "/applications/"+pubID+"/keys/"+tvStr(key.body, "id"), nil), http.StatusNotFound, "delete key again")
+	want(e.do(mgmt, http.MethodGet, "/applications/"+pubID+"/keys/"+testjson.Str(key.body, "id"), nil), http.StatusOK, "get key")
+	want(e.do(mgmt, http.MethodDelete, "/applications/"+pubID+"/keys/"+testjson.Str(key.body, "id"), nil), http.StatusNoContent, "delete key")
+	want(e.do(mgmt, http.MethodGet, "/applications/"+pubID+"/keys/"+testjson.Str(key.body, "id"), nil), http.StatusNotFound, "get deleted key")
+	want(e.do(mgmt, http.MethodDelete, "/applications/"+pubID+"/keys/"+testjson.Str(key.body, "id"), nil), http.StatusNotFound, "delete key again")
 	want(e.do(mgmt, http.MethodPost, "/applications/"+pubID+"/regenerate", nil), http.StatusBadRequest, "regenerate (shut down)")
 	want(e.do(mgmt, http.MethodDelete, "/applications/"+pubID, nil), http.StatusNoContent, "delete application")
 	want(e.do(mgmt, http.MethodGet, "/permissions", nil), http.StatusOK, "permissions")
@@ -412,9 +413,9 @@ func TestOpenAPITraffic(t *testing.T) {
 	card["search_indexes"] = []string{"{{ data.number | last4 }}"}
 	card["expires_at"] = time.Now().Add(24 * time.Hour).UTC().Format(time.RFC3339)
 	c := want(e.do(searcher, http.MethodPost, "/tokens", card), http.StatusCreated, "create card")
-	card2ID := tvStr(c.body, "id")
+	card2ID := testjson.Str(c.body, "id")
 	bank := want(e.do(searcher, http.MethodPost, "/tokens", tvBankBody()), http.StatusCreated, "create bank")
-	bankID := tvStr(bank.body, "id")
+	bankID := testjson.Str(bank.body, "id")
 	want(e.do(searcher, http.MethodPost, "/tokens", map[string]any{"id": "order-1001", "type": "token", "data": map[string]any{"note": "x", "n": 1},
 		"metadata": map[string]any{"ref": "r-1"}, "containers": []string{"/general/low/"}, "mask": "{{ data.note }}"}),
 		http.StatusCreated, "create generic token")
@@ -423,7 +424,7 @@ func TestOpenAPITraffic(t *testing.T) {
 		http.StatusCreated, "create deduplicated token")
 	d := want(e.do(searcher, http.MethodPost, "/tokens", map[string]any{"type": "token", "data": "dedup me", "deduplicate_token": true}),
 		http.StatusCreated, "deduplicated create")
-	if tvField(d.body, "_extras", "deduplicated") != true {
+	if testjson.Field(d.body, "_extras", "deduplicated") != true {
 		t.Errorf("deduplicated create: %s", d.raw)
 	}
 	want(e.do(searcher, http.MethodPost, "/tokens", map[string]any{"type": "card", "data": map[string]any{"number": tvCardBadLuhn}}),
@@ -461,10 +462,10 @@ func TestOpenAPITraffic(t *testing.T) {
 	want(e.do(searcher, http.MethodGet, "/tokens?metadata="+url.QueryEscape(`{"ref":"r-1"}`), nil), http.StatusOK, "list by metadata JSON")
 	want(e.do(searcher, http.MethodGet, "/tokens?metadata=%7Bnope", nil), http.StatusBadRequest, "bad metadata JSON")
 	want(e.do(searcher, http.MethodGet, "/tokens?type=card&container=/pci/high/", nil), http.StatusOK, "list by type and container")
-	want(e.do(searcher, http.MethodGet, "/v2/tokens?fingerprint="+url.QueryEscape(tvStr(c.body, "fingerprint")), nil), http.StatusOK, "v2 list by fingerprint")
+	want(e.do(searcher, http.MethodGet, "/v2/tokens?fingerprint="+url.QueryEscape(testjson.Str(c.body, "fingerprint")), nil), http.StatusOK, "v2 list by fingerprint")
 	want(e.do(searcher, http.MethodGet, "/tokens?page=0", nil), http.StatusBadRequest, "page 0")
 	p := want(e.do(searcher, http.MethodGet, "/v2/tokens?size=2", nil), http.StatusOK, "v2 list")
-	if next := tvStr(p.body, "pagination", "next"); next != "" {
+	if next := testjson.Str(p.body, "pagination", "next"); next != "" {
 		want(e.do(searcher, http.MethodGet, "/v2/tokens?size=2&start="+url.QueryEscape(next), nil), http.StatusOK, "v2 next page")
 	} else {
 		t.Errorf("v2 list without next: %s", p.raw)
@@ -476,7 +477,7 @@ func TestOpenAPITraffic(t *testing.T) {
 	want(e.do(searcher, http.MethodPost, "/tokens/search", map[string]any{"page": 1}), http.StatusBadRequest, "no query")
 	want(e.do(reveal, http.MethodPost, "/tokens/search", map[string]any{"query": "type:card"}), http.StatusForbidden, "search without token:search")
 	s := want(e.do(searcher, http.MethodPost, "/v2/tokens/search", map[string]any{"query": "metadata.ref:r-1", "size": 1}), http.StatusOK, "v2 search")
-	want(e.do(searcher, http.MethodPost, "/v2/tokens/search", map[string]any{"query": "metadata.ref:r-1", "size": 1, "start": tvStr(s.body, "pagination", "next")}),
+	want(e.do(searcher, http.MethodPost, "/v2/tokens/search", map[string]any{"query": "metadata.ref:r-1", "size": 1, "start": testjson.Str(s.body, "pagination", "next")}),
 		http.StatusOK, "v2 search next page")
 	want(e.do(searcher, http.MethodPost, "/v2/tokens/search", map[string]any{"query": "type:card", "size": 0}), http.StatusBadRequest, "v2 search size 0")
 
@@ -508,27 +509,27 @@ func TestOpenAPITraffic(t *testing.T) {
 	want(e.do(tvRoleGeneral, http.MethodPost, "/detokenize", map[string]any{"pan": "{{ " + cardID + " }}"}), http.StatusForbidden, "detokenize without a rule")
 
 	// token intents and card details
-	e.keys["intents"] = tvStr(want(e.do(mgmt, http.MethodPost, "/applications", map[string]any{"name": "intents", "type": "private",
+	e.keys["intents"] = testjson.Str(want(e.do(mgmt, http.MethodPost, "/applications", map[string]any{"name": "intents", "type": "private",
 		"permissions": []string{"token:create", "token-intent:create", "token-intent:read", "token-intent:delete"}}), http.StatusCreated, "intents application").body, "key")
 	ti := want(e.do("intents", http.MethodPost, "/token-intents", tvCardBody()), http.StatusCreated, "create token intent")
 	want(e.do("intents", http.MethodPost, "/token-intents", map[string]any{"type": "card"}), http.StatusBadRequest, "token intent without data")
 	want(e.do(mask, http.MethodPost, "/token-intents", tvCardBody()), http.StatusForbidden, "token intent without token-intent:create")
-	want(e.do("intents", http.MethodGet, "/token-intents/"+tvStr(ti.body, "id"), nil), http.StatusOK, "get token intent")
-	want(e.do(mask, http.MethodGet, "/token-intents/"+tvStr(ti.body, "id"), nil), http.StatusForbidden, "get token intent without token-intent:read")
-	want(e.do("intents", http.MethodPost, "/tokens", map[string]any{"token_intent_id": tvStr(ti.body, "id")}), http.StatusCreated, "token from intent")
-	want(e.do("intents", http.MethodPost, "/tokens", map[string]any{"token_intent_id": tvStr(ti.body, "id")}), http.StatusBadRequest, "used token intent")
-	want(e.do("intents", http.MethodGet, "/token-intents/"+tvStr(ti.body, "id"), nil), http.StatusNotFound, "used token intent read")
+	want(e.do("intents", http.MethodGet, "/token-intents/"+testjson.Str(ti.body, "id"), nil), http.StatusOK, "get token intent")
+	want(e.do(mask, http.MethodGet, "/token-intents/"+testjson.Str(ti.body, "id"), nil), http.StatusForbidden, "get token intent without token-intent:read")
+	want(e.do("intents", http.MethodPost, "/tokens", map[string]any{"token_intent_id": testjson.Str(ti.body, "id")}), http.StatusCreated, "token from intent")
+	want(e.do("intents", http.MethodPost, "/tokens", map[string]any{"token_intent_id": testjson.Str(ti.body, "id")}), http.StatusBadRequest, "used token intent")
+	want(e.do("intents", http.MethodGet, "/token-intents/"+testjson.Str(ti.body, "id"), nil), http.StatusNotFound, "used token intent read")
 	ti = want(e.do("intents", http.MethodPost, "/token-intents", tvBankBody()), http.StatusCreated, "create bank token intent")
-	want(e.do("intents", http.MethodDelete, "/token-intents/"+tvStr(ti.body, "id"), nil), http.StatusNoContent, "delete token intent")
-	want(e.do("intents", http.MethodDelete, "/token-intents/"+tvStr(ti.body, "id"), nil), http.StatusNotFound, "delete token intent again")
-	want(e.do(mask, http.MethodDelete, "/token-intents/"+tvStr(ti.body, "id"), nil), http.StatusForbidden, "delete token intent without token-intent:delete")
+	want(e.do("intents", http.MethodDelete, "/token-intents/"+testjson.Str(ti.body, "id"), nil), http.StatusNoContent, "delete token intent")
+	want(e.do("intents", http.MethodDelete, "/token-intents/"+testjson.Str(ti.body, "id"), nil), http.StatusNotFound, "delete token intent again")
+	want(e.do(mask, http.MethodDelete, "/token-intents/"+testjson.Str(ti.body, "id"), nil), http.StatusForbidden, "delete token intent without token-intent:delete")
 	want(e.do(mask, http.MethodGet, "/enrichments/card-details?bin=42424242", nil), http.StatusOK, "card details")
 	want(e.do(mask, http.MethodGet, "/enrichments/card-details?bin=4242", nil), http.StatusBadRequest, "card details of a short bin")
 
 	// usage and logs
 	want(e.do(mgmt, http.MethodGet, "/tenants/self/reports/usage", nil), http.StatusOK, "usage")
 	l := want(e.do(mgmt, http.MethodGet, "/logs?size=3", nil), http.StatusOK, "logs")
-	want(e.do(mgmt, http.MethodGet, "/logs?size=3&start="+url.QueryEscape(tvStr(l.body, "pagination", "next")), nil), http.StatusOK, "logs next page")
+	want(e.do(mgmt, http.MethodGet, "/logs?size=3&start="+url.QueryEscape(testjson.Str(l.body, "pagination", "next")), nil), http.StatusOK, "logs next page")
 	want(e.do(mgmt, http.MethodGet, "/logs?entity_type=token&entity_id="+cardID+"&start_date=2020-01-01T00:00:00Z&end_date="+
 		url.QueryEscape(time.Now().Add(time.Hour).UTC().Format(time.RFC3339)), nil), http.StatusOK, "logs filtered")
 	want(e.do(mgmt, http.MethodGet, "/logs?size=2&page=3", nil), http.StatusOK, "logs by page")
@@ -541,10 +542,10 @@ func TestOpenAPITraffic(t *testing.T) {
 	// reactors
 	inv := want(e.do(mgmt, http.MethodPost, "/applications", map[string]any{"name": "invoker", "type": "private",
 		"permissions": []string{"token:use", "token:create", "reactor:invoke"}}), http.StatusCreated, "invoker")
-	e.keys["invoker"] = tvStr(inv.body, "key")
+	e.keys["invoker"] = testjson.Str(inv.body, "key")
 	r := want(e.do(mgmt, http.MethodPost, "/reactors", map[string]any{
 		"name": "charge", "configuration": map[string]any{"fee": "3"},
-		"application": map[string]any{"id": tvStr(inv.body, "id")},
+		"application": map[string]any{"id": testjson.Str(inv.body, "id")},
 		"code": `const { BadRequestError, InvalidPaymentMethodError, CustomHttpResponseError } = require('@basis-theory/basis-theory-reactor-formulas-sdk-js');
 		module.exports = async function (req) {
 			const { args, configuration } = req;
@@ -555,14 +556,14 @@ func TestOpenAPITraffic(t *testing.T) {
 			return { raw: { last4: args.card.number.slice(-4), fee: configuration.fee }, tokenize: { note: { type: 'token', data: 'from reactor' } } };
 		}`,
 	}), http.StatusCreated, "create reactor")
-	reactorID := tvStr(r.body, "id")
+	reactorID := testjson.Str(r.body, "id")
 	want(e.do(mgmt, http.MethodPost, "/reactors", map[string]any{"name": "f", "code": "module.exports = () => ({raw: 1})", "formula": map[string]any{"id": "x"}}),
 		http.StatusBadRequest, "formula")
 	want(e.do(mgmt, http.MethodPost, "/reactors", map[string]any{"name": "syntax", "code": "module.exports = function ("}), http.StatusBadRequest, "bad code")
 	want(e.do(mgmt, http.MethodGet, "/reactors?name=char*&page=1&size=5", nil), http.StatusOK, "list reactors")
 	want(e.do(mgmt, http.MethodGet, "/reactors/"+reactorID, nil), http.StatusOK, "get reactor")
 	want(e.do(mgmt, http.MethodPut, "/reactors/"+reactorID, map[string]any{"name": "charge", "code": r.body.(map[string]any)["code"],
-		"application": map[string]any{"id": tvStr(inv.body, "id")}, "configuration": map[string]any{"fee": "4"}}), http.StatusOK, "put reactor")
+		"application": map[string]any{"id": testjson.Str(inv.body, "id")}, "configuration": map[string]any{"fee": "4"}}), http.StatusOK, "put reactor")
 	want(e.do(mgmt, http.MethodPatch, "/reactors/"+reactorID, map[string]any{"configuration": map[string]any{"fee": "3"}}), http.StatusNoContent, "patch reactor")
 	want(e.do(mgmt, http.MethodPatch, "/reactors/"+reactorID, map[string]any{"name": "x"}, "Content-Type", "application/json"),
 		http.StatusUnsupportedMediaType, "patch reactor as JSON")
@@ -578,14 +579,14 @@ func TestOpenAPITraffic(t *testing.T) {
 	// asynchronous reactions: queued (bounded), run by the dispatcher, read back
 	e.h.app.AsyncReactions = &AsyncReactionsConfig{MaxQueuedPerTenant: 1}
 	ra := want(e.do("invoker", http.MethodPost, "/reactors/"+reactorID+"/react-async", map[string]any{"args": map[string]any{"mode": "raw"}}), http.StatusAccepted, "react-async")
-	requestID := tvStr(ra.body, "asyncReactorRequestId")
+	requestID := testjson.Str(ra.body, "asyncReactorRequestId")
 	want(e.do("invoker", http.MethodPost, "/reactors/"+reactorID+"/react-async", map[string]any{"args": map[string]any{"mode": "raw"}}), http.StatusTooManyRequests, "react-async queue full")
 	want(e.do("invoker", http.MethodPost, "/reactors/5b7c0ab8-0c54-4e4b-a1e4-0e9d6a1d3a4c/react-async", map[string]any{"args": 1}), http.StatusNotFound, "react-async unknown reactor")
 	want(e.do(reveal, http.MethodPost, "/reactors/"+reactorID+"/react-async", map[string]any{"args": map[string]any{}}), http.StatusForbidden, "react-async without reactor:invoke")
 	want(e.do("invoker", http.MethodGet, "/reactors/"+reactorID+"/results/"+requestID, nil), http.StatusOK, "pending result")
 	e.h.app.logger = zap.NewNop()
 	e.h.app.startAsyncReactions(e.store, true)
-	if r := waitReaction(t, e, "invoker", reactorID, requestID); tvStr(r.body, "status") != "completed" {
+	if r := waitReaction(t, e, "invoker", reactorID, requestID); testjson.Str(r.body, "status") != "completed" {
 		t.Errorf("async reaction: %s", r.raw)
 	}
 	e.h.app.stopAsyncReactions()
@@ -596,22 +597,22 @@ func TestOpenAPITraffic(t *testing.T) {
 
 	// sessions, roles and application templates
 	sp := want(e.do(mgmt, http.MethodPost, "/applications", map[string]any{"name": "browser", "type": "public", "permissions": []string{"token:create"}}), http.StatusCreated, "public application")
-	e.keys["browser"] = tvStr(sp.body, "key")
+	e.keys["browser"] = testjson.Str(sp.body, "key")
 	sess := want(e.do("browser", http.MethodPost, "/sessions", nil), http.StatusCreated, "create session")
 	want(e.do(reveal, http.MethodPost, "/sessions", nil), http.StatusForbidden, "session by a private key")
 	want(e.do("", http.MethodPost, "/sessions", nil), http.StatusUnauthorized, "session without a key")
 	want(e.do(reveal, http.MethodPost, "/sessions/authorize", map[string]any{"permissions": []string{"token:read"}}), http.StatusBadRequest, "authorize without nonce")
 	want(e.do(reveal, http.MethodPost, "/sessions/authorize", map[string]any{"nonce": "nope", "permissions": []string{"token:read"}}), http.StatusNotFound, "authorize unknown nonce")
-	want(e.do("browser", http.MethodPost, "/sessions/authorize", map[string]any{"nonce": tvStr(sess.body, "nonce"), "permissions": []string{"token:read"}}), http.StatusForbidden, "authorize by a public key")
-	want(e.do(reveal, http.MethodPost, "/sessions/authorize", map[string]any{"nonce": tvStr(sess.body, "nonce"), "permissions": []string{"token:read"}}), http.StatusNoContent, "authorize session")
-	want(e.do(reveal, http.MethodPost, "/sessions/authorize", map[string]any{"nonce": tvStr(sess.body, "nonce"), "permissions": []string{"token:read"}}), http.StatusConflict, "authorize twice")
-	e.keys["session"] = tvStr(sess.body, "session_key")
+	want(e.do("browser", http.MethodPost, "/sessions/authorize", map[string]any{"nonce": testjson.Str(sess.body, "nonce"), "permissions": []string{"token:read"}}), http.StatusForbidden, "authorize by a public key")
+	want(e.do(reveal, http.MethodPost, "/sessions/authorize", map[string]any{"nonce": testjson.Str(sess.body, "nonce"), "permissions": []string{"token:read"}}), http.StatusNoContent, "authorize session")
+	want(e.do(reveal, http.MethodPost, "/sessions/authorize", map[string]any{"nonce": testjson.Str(sess.body, "nonce"), "permissions": []string{"token:read"}}), http.StatusConflict, "authorize twice")
+	e.keys["session"] = testjson.Str(sess.body, "session_key")
 	want(e.do("session", http.MethodGet, "/tokens/"+cardID, nil), http.StatusOK, "read with a session")
 	want(e.do("session", http.MethodDelete, "/tokens/"+cardID, nil), http.StatusForbidden, "delete with a read-only session")
 	want(e.do(mgmt, http.MethodGet, "/roles", nil), http.StatusOK, "roles")
 	want(e.do("", http.MethodGet, "/roles", nil), http.StatusUnauthorized, "roles without a key")
 	tpls := want(e.do(mgmt, http.MethodGet, "/application-templates", nil), http.StatusOK, "application templates")
-	want(e.do(mgmt, http.MethodGet, "/application-templates/"+tvStr(tvField(tpls.body, 0), "id"), nil), http.StatusOK, "application template")
+	want(e.do(mgmt, http.MethodGet, "/application-templates/"+testjson.Str(testjson.Field(tpls.body, 0), "id"), nil), http.StatusOK, "application template")
 	want(e.do(mgmt, http.MethodGet, "/application-templates/5b7c0ab8-0c54-4e4b-a1e4-0e9d6a1d3a4c", nil), http.StatusNotFound, "unknown application template")
 	want(e.do("", http.MethodGet, "/application-templates", nil), http.StatusUnauthorized, "templates without a key")
 	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
@@ -624,12 +625,12 @@ func TestOpenAPITraffic(t *testing.T) {
 	// proxies
 	px := want(e.do(mgmt, http.MethodPost, "/proxies", map[string]any{"name": "pay", "destination_url": dest.srv.URL + "/base",
 		"configuration": map[string]any{"a": "b"}}), http.StatusCreated, "create proxy")
-	proxyID, proxyKey := tvStr(px.body, "id"), tvStr(px.body, "key")
+	proxyID, proxyKey := testjson.Str(px.body, "id"), testjson.Str(px.body, "key")
 	open := want(e.do(mgmt, http.MethodPost, "/proxies", map[string]any{"name": "open", "destination_url": dest.srv.URL, "require_auth": false,
-		"application":        map[string]any{"id": tvStr(inv.body, "id")},
+		"application":        map[string]any{"id": testjson.Str(inv.body, "id")},
 		"response_transform": map[string]any{"code": `module.exports = (req) => ({ body: { ok: req.args.body.charged }, headers: { 'Content-Type': 'application/json' } })`}}),
 		http.StatusCreated, "create open proxy")
-	openKey := tvStr(open.body, "key")
+	openKey := testjson.Str(open.body, "key")
 	want(e.do(mgmt, http.MethodPost, "/proxies", map[string]any{"name": "bad", "destination_url": "http://169.254.169.254/"}), http.StatusBadRequest, "refused destination")
 	want(e.do(mgmt, http.MethodPost, "/proxies", map[string]any{"name": "old", "destination_url": dest.srv.URL, "request_reactor_id": "x"}),
 		http.StatusBadRequest, "request_reactor_id")
@@ -662,14 +663,14 @@ func TestOpenAPITraffic(t *testing.T) {
 		want(e.do(user, m, "/proxy/v1/charges", nil, "SVC-PROXY-KEY", proxyKey), http.StatusCreated, m+" /proxy/{path}")
 	}
 	gone := want(e.do(mgmt, http.MethodPost, "/proxies", map[string]any{"name": "gone", "destination_url": "http://127.0.0.1:1"}), http.StatusCreated, "proxy to a closed port")
-	want(e.do(user, http.MethodPost, "/proxy", `{}`, "SVC-PROXY-KEY", tvStr(gone.body, "key")), http.StatusBadGateway, "destination unreachable")
+	want(e.do(user, http.MethodPost, "/proxy", `{}`, "SVC-PROXY-KEY", testjson.Str(gone.body, "key")), http.StatusBadGateway, "destination unreachable")
 
 	// webhooks
 	want(e.do(mgmt, http.MethodGet, "/webhooks/event-types", nil), http.StatusOK, "webhook event types")
 	want(e.do(mgmt, http.MethodGet, "/webhooks/signing-key", nil), http.StatusOK, "webhook signing key")
 	hook := want(e.do(mgmt, http.MethodPost, "/webhooks", map[string]any{"name": "h", "url": "http://127.0.0.1:1/hook", "events": []string{"token.created"}}),
 		http.StatusCreated, "create webhook")
-	hookID := tvStr(hook.body, "id")
+	hookID := testjson.Str(hook.body, "id")
 	want(e.do(mgmt, http.MethodPost, "/webhooks", map[string]any{"name": "h", "url": "https://169.254.169.254/latest", "events": []string{"token.created"}}),
 		http.StatusBadRequest, "webhook to the metadata address")
 	want(e.do(reveal, http.MethodPost, "/webhooks", map[string]any{"name": "h", "url": "http://127.0.0.1:1/hook", "events": []string{"token.created"}}),
@@ -683,7 +684,7 @@ func TestOpenAPITraffic(t *testing.T) {
 
 	// client encryption keys and documents
 	ck := want(e.do(mgmt, http.MethodPost, "/keys", `{}`, "Content-Type", "application/json-patch+json"), http.StatusCreated, "create client key")
-	ckID := tvStr(ck.body, "key_id")
+	ckID := testjson.Str(ck.body, "key_id")
 	want(e.do(mgmt, http.MethodPost, "/keys", map[string]any{"expires_at": "2000-01-01T00:00:00Z"}), http.StatusBadRequest, "client key expiring in the past")
 	want(e.do(reveal, http.MethodGet, "/keys", nil), http.StatusForbidden, "client keys without keys:read")
 	want(e.do(mgmt, http.MethodGet, "/keys", nil), http.StatusOK, "list client keys")
@@ -692,7 +693,7 @@ func TestOpenAPITraffic(t *testing.T) {
 	want(e.do(mgmt, http.MethodGet, "/keys/"+ckID, nil), http.StatusNotFound, "get deleted client key")
 	files := docApp(t, e, "files", "documents:create", "documents:read", "documents:reveal", "documents:delete")
 	dct, dbody := multipartDoc(t, []byte("%PDF-1.7 mandate"), "application/octet-stream", `{"metadata":{"kind":"mandate"}}`)
-	docID := tvStr(want(e.do(files, http.MethodPost, "/documents", dbody, "Content-Type", dct), http.StatusCreated, "upload document").body, "id")
+	docID := testjson.Str(want(e.do(files, http.MethodPost, "/documents", dbody, "Content-Type", dct), http.StatusCreated, "upload document").body, "id")
 	want(e.do(files, http.MethodPost, "/documents", `{}`), http.StatusUnsupportedMediaType, "document as JSON")
 	want(e.do(reveal, http.MethodPost, "/documents", dbody, "Content-Type", dct), http.StatusForbidden, "upload without documents:create")
 	want(e.do(files, http.MethodGet, "/documents/"+docID, nil), http.StatusOK, "get document")

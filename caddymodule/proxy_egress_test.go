@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/tokenvault/tokenvault/egress"
+	"github.com/tokenvault/tokenvault/internal/testjson"
 )
 
 // mapResolver resolves names from a fixed table.
@@ -35,8 +36,8 @@ func setEgress(t *testing.T, e *tokenEnv, p *egress.Policy) {
 // with a proxy_error naming the policy.
 func wantEgressRefusal(t *testing.T, r tvResp, what string) {
 	t.Helper()
-	if r.status != http.StatusForbidden || fmt.Sprint(tvField(r.body, "proxy_error", "status")) != "403" ||
-		!strings.Contains(tvStr(r.body, "proxy_error", "detail"), "egress policy") {
+	if r.status != http.StatusForbidden || fmt.Sprint(testjson.Field(r.body, "proxy_error", "status")) != "403" ||
+		!strings.Contains(testjson.Str(r.body, "proxy_error", "detail"), "egress policy") {
 		t.Errorf("%s: %s, want 403 with an egress policy proxy_error", what, r)
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/tokenvault/tokenvault/internal/testjson"
 	"github.com/tokenvault/tokenvault/vaultstore"
 )
 
@@ -114,7 +115,7 @@ func newProxyEnv(t testing.TB, faults *failingAudit) (*tokenEnv, string) {
 	}})
 	r := e.create("user", tvCardBody())
 	tvWantStatus(t, r, http.StatusCreated, "create card")
-	return e, tvStr(r.body, "id")
+	return e, testjson.Str(r.body, "id")
 }
 
 // createTestProxy creates a proxy to destination and returns its id and key.
@@ -122,7 +123,7 @@ func createTestProxy(t testing.TB, e *tokenEnv, name, destination string) (id, k
 	t.Helper()
 	r := e.do(tvRoleMgmt, http.MethodPost, "/proxies", map[string]any{"name": name, "destination_url": destination})
 	tvWantStatus(t, r, http.StatusCreated, "create proxy")
-	return tvStr(r.body, "id"), tvStr(r.body, "key")
+	return testjson.Str(r.body, "id"), testjson.Str(r.body, "key")
 }
 
 // TestProxyAuditBeforeForward: a detokenizing call writes its audit
@@ -137,7 +138,7 @@ func TestProxyAuditBeforeForward(t *testing.T) {
 
 	faults.on.Store(true)
 	r := e.do("user", http.MethodPost, "/proxy/charges", body, "SVC-PROXY-KEY", proxyKey)
-	if r.status != http.StatusServiceUnavailable || tvField(r.body, "proxy_error", "status") == nil {
+	if r.status != http.StatusServiceUnavailable || testjson.Field(r.body, "proxy_error", "status") == nil {
 		t.Fatalf("audit sink down: want 503 with proxy_error, got %s", r)
 	}
 	if r.header.Get("Retry-After") == "" || r.header.Get("Svc-Proxy-Destination-Status") != "" {

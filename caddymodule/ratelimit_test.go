@@ -12,6 +12,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	"github.com/tokenvault/tokenvault/internal/testjson"
 	"github.com/tokenvault/tokenvault/ratelimit"
 )
 
@@ -44,10 +45,10 @@ func TestRateLimitRows(t *testing.T) {
 	dest := newDestination(t)
 	r := e.do(tvRoleMgmt, http.MethodPost, "/applications", map[string]any{"name": "pub", "type": "public", "permissions": []string{"token:create"}})
 	tvWantStatus(t, r, http.StatusCreated, "public application")
-	e.keys["public"] = tvStr(r.body, "key")
+	e.keys["public"] = testjson.Str(r.body, "key")
 	r = e.do(tvRoleMgmt, http.MethodPost, "/proxies", map[string]any{"name": "open", "destination_url": dest.srv.URL, "require_auth": false})
 	tvWantStatus(t, r, http.StatusCreated, "open proxy")
-	openProxyKey := tvStr(r.body, "key")
+	openProxyKey := testjson.Str(r.body, "key")
 
 	whitelabel := &ProxyHandler{}
 	whitelabel.forward = &forwarder{app: e.h.app, headers: e.h.headers, logger: e.h.logger, limits: &whitelabel.limits, whitelabel: true}

@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/tokenvault/tokenvault/internal/testjson"
 	"github.com/tokenvault/tokenvault/vaultstore"
 )
 
@@ -28,7 +29,7 @@ func waitReaction(t *testing.T, e *tokenEnv, role, reactorID, requestID string) 
 	for {
 		r := e.do(role, http.MethodGet, "/reactors/"+reactorID+"/results/"+requestID, nil)
 		tvWantStatus(t, r, http.StatusOK, "result")
-		if s := tvStr(r.body, "status"); s == vaultstore.AsyncCompleted || s == vaultstore.AsyncFailed {
+		if s := testjson.Str(r.body, "status"); s == vaultstore.AsyncCompleted || s == vaultstore.AsyncFailed {
 			return r
 		}
 		if time.Now().After(deadline) {
@@ -43,11 +44,11 @@ func TestReactAsyncAPI(t *testing.T) {
 	r := e.do(tvRoleMgmt, http.MethodPost, "/applications", map[string]any{"name": "invoker", "type": "private",
 		"permissions": []string{"token:use", "token:create", "reactor:invoke"}})
 	tvWantStatus(t, r, http.StatusCreated, "invoker")
-	e.keys["invoker"] = tvStr(r.body, "key")
-	invokerApp := tvStr(r.body, "id")
+	e.keys["invoker"] = testjson.Str(r.body, "key")
+	invokerApp := testjson.Str(r.body, "id")
 	r = e.do(tvRoleMgmt, http.MethodPost, "/reactors", map[string]any{"name": "charge", "application": map[string]any{"id": invokerApp}, "code": asyncReactorCode})
 	tvWantStatus(t, r, http.StatusCreated, "create reactor")
-	id := tvStr(r.body, "id")
+	id := testjson.Str(r.body, "id")
 
 	// queued, bounded per tenant: nothing runs yet
 	app := e.h.app
@@ -56,7 +57,7 @@ func TestReactAsyncAPI(t *testing.T) {
 		t.Helper()
 		r := e.do("invoker", http.MethodPost, "/reactors/"+id+"/react-async", map[string]any{"args": args})
 		tvWantStatus(t, r, http.StatusAccepted, "react-async")
-		rid := tvStr(r.body, "asyncReactorRequestId")
+		rid := testjson.Str(r.body, "asyncReactorRequestId")
 		if rid == "" {
 			t.Fatalf("react-async answer without asyncReactorRequestId: %s", r.raw)
 		}
@@ -73,7 +74,7 @@ func TestReactAsyncAPI(t *testing.T) {
 	}
 	r = e.do("invoker", http.MethodGet, "/reactors/"+id+"/results/"+ok, nil)
 	tvWantStatus(t, r, http.StatusOK, "pending result")
-	if tvStr(r.body, "status") != vaultstore.AsyncPending || tvField(r.body, "raw") != nil {
+	if testjson.Str(r.body, "status") != vaultstore.AsyncPending || testjson.Field(r.body, "raw") != nil {
 		t.Fatalf("queued reaction: %s", r.raw)
 	}
 
@@ -86,7 +87,7 @@ func TestReactAsyncAPI(t *testing.T) {
 	tvWantProblem(t, e.do("invoker", http.MethodPost, "/reactors/"+id+"/react-async", map[string]any{"args": map[string]any{"card": "{{ 00000000-0000-4000-8000-000000000000 }}"}}), http.StatusBadRequest, "unknown token in args")
 	r = e.do("other-management", http.MethodPost, "/applications", map[string]any{"name": "other-invoker", "type": "private", "permissions": []string{"reactor:invoke"}})
 	tvWantStatus(t, r, http.StatusCreated, "other tenant's invoker")
-	e.keys["other-invoker"] = tvStr(r.body, "key")
+	e.keys["other-invoker"] = testjson.Str(r.body, "key")
 	tvWantProblem(t, e.do("other-invoker", http.MethodGet, "/reactors/"+id+"/results/"+ok, nil), http.StatusNotFound, "another tenant's result")
 
 	// the dispatcher runs them in the workers
@@ -94,15 +95,15 @@ func TestReactAsyncAPI(t *testing.T) {
 	app.startAsyncReactions(e.store, true)
 	t.Cleanup(app.stopAsyncReactions)
 	r = waitReaction(t, e, "invoker", id, ok)
-	if tvStr(r.body, "status") != vaultstore.AsyncCompleted || tvStr(r.body, "raw", "last4") != "4242" || tvStr(r.body, "tokens", "note", "id") == "" || tvStr(r.body, "completed_at") == "" {
+	if testjson.Str(r.body, "status") != vaultstore.AsyncCompleted || testjson.Str(r.body, "raw", "last4") != "4242" || testjson.Str(r.body, "tokens", "note", "id") == "" || testjson.Str(r.body, "completed_at") == "" {
 		t.Fatalf("completed reaction: %s", r.raw)
 	}
 	r = waitReaction(t, e, "invoker", id, bad)
-	if tvStr(r.body, "status") != vaultstore.AsyncFailed || fmt.Sprint(tvField(r.body, "error_status")) != "400" || fmt.Sprint(tvField(r.body, "error", "status")) != "400" || tvStr(r.body, "error", "detail") == "" {
+	if testjson.Str(r.body, "status") != vaultstore.AsyncFailed || fmt.Sprint(testjson.Field(r.body, "error_status")) != "400" || fmt.Sprint(testjson.Field(r.body, "error", "status")) != "400" || testjson.Str(r.body, "error", "detail") == "" {
 		t.Fatalf("failed reaction: %s", r.raw)
 	}
 	r = waitReaction(t, e, "invoker", id, custom)
-	if fmt.Sprint(tvField(r.body, "error_status")) != "418" || tvField(r.body, "error", "tea") != true {
+	if fmt.Sprint(testjson.Field(r.body, "error_status")) != "418" || testjson.Field(r.body, "error", "tea") != true {
 		t.Fatalf("custom error: %s", r.raw)
 	}
 	// a finished reaction frees its place in the queue

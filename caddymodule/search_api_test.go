@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/tokenvault/tokenvault/internal/testjson"
 )
 
 // TestSearchTokensAPI: POST /tokens/search through the handler.
@@ -20,15 +22,15 @@ func TestSearchTokensAPI(t *testing.T) {
 	card := tvCardBody()
 	card["search_indexes"] = []string{"{{ data.number | last4 }}"}
 	card["metadata"] = map[string]any{"customer": "c-1"}
-	cardID := tvStr(e.create("searcher", card).body, "id")
+	cardID := testjson.Str(e.create("searcher", card).body, "id")
 	general := e.create("searcher", map[string]any{"type": "token", "data": "tv-note", "metadata": map[string]any{"customer": "c-1"}})
-	generalID := tvStr(general.body, "id")
+	generalID := testjson.Str(general.body, "id")
 
 	ids := func(r tvResp) []string {
 		var out []string
-		data, _ := tvField(r.body, "data").([]any)
+		data, _ := testjson.Field(r.body, "data").([]any)
 		for _, d := range data {
-			out = append(out, tvStr(d, "id"))
+			out = append(out, testjson.Str(d, "id"))
 		}
 		return out
 	}
@@ -51,7 +53,7 @@ func TestSearchTokensAPI(t *testing.T) {
 		if strings.Join(got, ",") != strings.Join(tt.want, ",") {
 			t.Errorf("%s %q = %v, want %v", tt.role, tt.query, got, tt.want)
 		}
-		if total := fmt.Sprint(tvField(r.body, "pagination", "total_items")); total != fmt.Sprint(len(tt.want)) {
+		if total := fmt.Sprint(testjson.Field(r.body, "pagination", "total_items")); total != fmt.Sprint(len(tt.want)) {
 			t.Errorf("%s %q: total_items %s, want %d", tt.role, tt.query, total, len(tt.want))
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tokenvault/tokenvault/internal/testjson"
 	"github.com/tokenvault/tokenvault/vaultstore"
 )
 
@@ -19,9 +20,9 @@ func sessionEnv(t *testing.T) (e *tokenEnv, clock *tvClock, tokenA, tokenB strin
 	e = newTokenEnvClock(t, clock)
 	r := e.do(tvRoleMgmt, http.MethodPost, "/applications", map[string]any{"name": "browser", "type": "public", "permissions": []string{"token:create"}})
 	tvWantStatus(t, r, http.StatusCreated, "create the public application")
-	e.keys["public"] = tvStr(r.body, "key")
-	tokenA = tvStr(e.create(tvRoleReveal, map[string]any{"type": "token", "data": "session-visible-a"}).body, "id")
-	tokenB = tvStr(e.create(tvRoleReveal, map[string]any{"type": "token", "data": "session-hidden-b"}).body, "id")
+	e.keys["public"] = testjson.Str(r.body, "key")
+	tokenA = testjson.Str(e.create(tvRoleReveal, map[string]any{"type": "token", "data": "session-visible-a"}).body, "id")
+	tokenB = testjson.Str(e.create(tvRoleReveal, map[string]any{"type": "token", "data": "session-hidden-b"}).body, "id")
 	return e, clock, tokenA, tokenB
 }
 
@@ -31,8 +32,8 @@ func newSession(t *testing.T, e *tokenEnv, role string) string {
 	t.Helper()
 	r := e.do("public", http.MethodPost, "/sessions", nil)
 	tvWantStatus(t, r, http.StatusCreated, "create a session")
-	key, nonce := tvStr(r.body, "session_key"), tvStr(r.body, "nonce")
-	at, err := time.Parse(time.RFC3339Nano, tvStr(r.body, "expires_at"))
+	key, nonce := testjson.Str(r.body, "session_key"), testjson.Str(r.body, "nonce")
+	at, err := time.Parse(time.RFC3339Nano, testjson.Str(r.body, "expires_at"))
 	if !strings.HasPrefix(key, "key_test_sess_") || nonce == "" || err != nil {
 		t.Fatalf("create a session: %s", r.raw)
 	}
@@ -57,7 +58,7 @@ func TestSessionsAPIReadOneTokenUntilExpiry(t *testing.T) {
 
 	r = e.do("session", http.MethodGet, "/tokens/"+tokenA, nil)
 	tvWantStatus(t, r, http.StatusOK, "read the granted token")
-	if tvStr(r.body, "data") != "session-visible-a" {
+	if testjson.Str(r.body, "data") != "session-visible-a" {
 		t.Fatalf("granted token not revealed: %s", r.raw)
 	}
 	r = e.do("session", http.MethodGet, "/tokens/"+tokenB, nil)
@@ -94,7 +95,7 @@ func TestSessionsAPIRefusals(t *testing.T) {
 	// more than the authorizer holds: 403 naming the permission
 	r := e.do(tvRoleReveal, http.MethodPost, "/sessions/authorize", grant("token:use"))
 	tvWantProblem(t, r, http.StatusForbidden, "grant beyond the authorizer")
-	if !strings.Contains(tvStr(r.body, "detail"), "token:use") {
+	if !strings.Contains(testjson.Str(r.body, "detail"), "token:use") {
 		t.Errorf("refusal does not name the permission: %s", r.raw)
 	}
 	tvWantProblem(t, e.do(tvRoleMgmt, http.MethodPost, "/sessions/authorize", grant("token:read")), http.StatusForbidden, "management grants token:read")
@@ -103,7 +104,7 @@ func TestSessionsAPIRefusals(t *testing.T) {
 	tvWantProblem(t, e.do(tvRoleReveal, http.MethodPost, "/sessions/authorize", grant("token:read")), http.StatusConflict, "authorize twice")
 	r = e.do("session", http.MethodGet, "/tokens/"+tokenA, nil)
 	tvWantStatus(t, r, http.StatusOK, "read with token:read")
-	if tvField(r.body, "data") != nil {
+	if testjson.Field(r.body, "data") != nil {
 		t.Errorf("plain token:read revealed a token without a mask: %s", r.raw)
 	}
 }
@@ -113,7 +114,7 @@ func TestRolesAndApplicationTemplatesAPI(t *testing.T) {
 	r := e.do(tvRoleMgmt, http.MethodGet, "/roles", nil)
 	tvWantStatus(t, r, http.StatusOK, "list roles")
 	roles, _ := r.body.([]any)
-	if len(roles) < 3 || tvStr(roles[0], "name") != "ADMIN" {
+	if len(roles) < 3 || testjson.Str(roles[0], "name") != "ADMIN" {
 		t.Fatalf("roles: %s", r.raw)
 	}
 	r = e.do(tvRoleMgmt, http.MethodGet, "/application-templates", nil)
@@ -123,16 +124,16 @@ func TestRolesAndApplicationTemplatesAPI(t *testing.T) {
 		t.Fatalf("templates: %s", r.raw)
 	}
 	for _, tpl := range templates {
-		id := tvStr(tpl, "id")
+		id := testjson.Str(tpl, "id")
 		got := e.do(tvRoleMgmt, http.MethodGet, "/application-templates/"+id, nil)
 		tvWantStatus(t, got, http.StatusOK, "get template "+id)
 		// create the application as the vendor's clients do: copy the fields
 		app := e.do(tvRoleMgmt, http.MethodPost, "/applications", map[string]any{
-			"name": tvStr(got.body, "name"), "type": tvStr(got.body, "application_type"),
-			"permissions": tvField(got.body, "permissions"), "rules": tvField(got.body, "rules"),
+			"name": testjson.Str(got.body, "name"), "type": testjson.Str(got.body, "application_type"),
+			"permissions": testjson.Field(got.body, "permissions"), "rules": testjson.Field(got.body, "rules"),
 		})
 		tvWantStatus(t, app, http.StatusCreated, "application from template "+id)
-		if tvStr(app.body, "type") != tvStr(got.body, "application_type") || tvStr(app.body, "key") == "" {
+		if testjson.Str(app.body, "type") != testjson.Str(got.body, "application_type") || testjson.Str(app.body, "key") == "" {
 			t.Fatalf("application from template %s: %s", id, app.raw)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tokenvault/tokenvault/internal/testjson"
 	"github.com/tokenvault/tokenvault/ratelimit"
 	"github.com/tokenvault/tokenvault/vaultstore"
 )
@@ -27,7 +28,7 @@ func tiKeys(t *testing.T, e *tokenEnv) {
 		if r.status != http.StatusCreated {
 			t.Fatalf("create application %s: %s", a.role, r)
 		}
-		e.keys[a.role] = tvStr(r.body, "key")
+		e.keys[a.role] = testjson.Str(r.body, "key")
 	}
 }
 
@@ -44,7 +45,7 @@ func tiWantProblem(t *testing.T, r tvResp, status int, field, msg string) {
 	if field == "" {
 		return
 	}
-	errs, _ := tvField(r.body, "errors").(map[string]any)
+	errs, _ := testjson.Field(r.body, "errors").(map[string]any)
 	msgs, _ := errs[field].([]any)
 	if len(errs) != 1 || len(msgs) == 0 || !strings.Contains(msgs[0].(string), msg) {
 		t.Errorf("errors %v, want %s: %q", errs, field, msg)
@@ -63,21 +64,21 @@ func TestTokenIntentsAPI(t *testing.T) {
 	if r.status != http.StatusCreated {
 		t.Fatalf("create intent: %s", r)
 	}
-	id := tvStr(r.body, "id")
+	id := testjson.Str(r.body, "id")
 	for _, f := range []string{"id", "type", "tenant_id", "fingerprint", "card", "created_by", "created_at", "expires_at"} {
-		if tvField(r.body, f) == nil {
+		if testjson.Field(r.body, f) == nil {
 			t.Errorf("the intent has no %s: %s", f, r.raw)
 		}
 	}
-	if tvField(r.body, "data") != nil || strings.Contains(string(r.raw), tvCVC) {
+	if testjson.Field(r.body, "data") != nil || strings.Contains(string(r.raw), tvCVC) {
 		t.Errorf("the intent shows data: %s", r.raw)
 	}
-	card, _ := tvField(r.body, "card").(map[string]any)
-	if card["bin"] != "42424242" || card["last4"] != "4242" || card["brand"] != "visa" || tvStr(r.body, "tenant_id") != e.tenantID {
+	card, _ := testjson.Field(r.body, "card").(map[string]any)
+	if card["bin"] != "42424242" || card["last4"] != "4242" || card["brand"] != "visa" || testjson.Str(r.body, "tenant_id") != e.tenantID {
 		t.Errorf("intent card %v", card)
 	}
-	created, _ := time.Parse(time.RFC3339Nano, tvStr(r.body, "created_at"))
-	expires, _ := time.Parse(time.RFC3339Nano, tvStr(r.body, "expires_at"))
+	created, _ := time.Parse(time.RFC3339Nano, testjson.Str(r.body, "created_at"))
+	expires, _ := time.Parse(time.RFC3339Nano, testjson.Str(r.body, "expires_at"))
 	if expires.Sub(created) != 24*time.Hour {
 		t.Errorf("created %v, expires %v", created, expires)
 	}
@@ -108,7 +109,7 @@ func TestTokenIntentsAPI(t *testing.T) {
 	})
 
 	got := e.do("backend", http.MethodGet, "/token-intents/"+id, nil)
-	if got.status != http.StatusOK || tvStr(got.body, "id") != id || tvField(got.body, "data") != nil {
+	if got.status != http.StatusOK || testjson.Str(got.body, "id") != id || testjson.Field(got.body, "data") != nil {
 		t.Fatalf("get intent: %s", got)
 	}
 
@@ -125,15 +126,15 @@ func TestTokenIntentsAPI(t *testing.T) {
 	})
 
 	tok := e.do("backend", http.MethodPost, "/tokens", map[string]any{"token_intent_id": id, "metadata": map[string]any{"order": "o-1"}})
-	if tok.status != http.StatusCreated || tvStr(tok.body, "type") != "card" {
+	if tok.status != http.StatusCreated || testjson.Str(tok.body, "type") != "card" {
 		t.Fatalf("token from intent: %s", tok)
 	}
-	tokCard, _ := tvField(tok.body, "card").(map[string]any)
-	if tokCard["last4"] != "4242" || tvField(tok.body, "metadata") == nil {
+	tokCard, _ := testjson.Field(tok.body, "card").(map[string]any)
+	if tokCard["last4"] != "4242" || testjson.Field(tok.body, "metadata") == nil {
 		t.Errorf("token from intent: %s", tok.raw)
 	}
-	revealed := e.do(tvRoleReveal, http.MethodGet, "/tokens/"+tvStr(tok.body, "id"), nil)
-	data, _ := tvField(revealed.body, "data").(map[string]any)
+	revealed := e.do(tvRoleReveal, http.MethodGet, "/tokens/"+testjson.Str(tok.body, "id"), nil)
+	data, _ := testjson.Field(revealed.body, "data").(map[string]any)
 	if data["number"] != tvCard || data["cvc"] != nil {
 		t.Errorf("the token's data: number ok %v, cvc %v", data["number"] == tvCard, data["cvc"] != nil)
 	}
@@ -142,17 +143,17 @@ func TestTokenIntentsAPI(t *testing.T) {
 
 	// expiry: gone after 24 hours, and a token cannot be made of it
 	r = e.do("web", http.MethodPost, "/token-intents", tvBankBody())
-	if r.status != http.StatusCreated || tvField(r.body, "bank") == nil {
+	if r.status != http.StatusCreated || testjson.Field(r.body, "bank") == nil {
 		t.Fatalf("bank intent: %s", r)
 	}
-	late := tvStr(r.body, "id")
+	late := testjson.Str(r.body, "id")
 	clock.advance(24*time.Hour + time.Second)
 	tiWantProblem(t, e.do("backend", http.MethodGet, "/token-intents/"+late, nil), http.StatusNotFound, "", "")
 	tiWantProblem(t, e.do("backend", http.MethodPost, "/tokens", map[string]any{"token_intent_id": late}), http.StatusBadRequest, "token_intent_id", "expired")
 
 	// delete
 	r = e.do("web", http.MethodPost, "/token-intents", map[string]any{"type": "token", "data": map[string]any{"note": "n"}})
-	del := tvStr(r.body, "id")
+	del := testjson.Str(r.body, "id")
 	if d := e.do("backend", http.MethodDelete, "/token-intents/"+del, nil); d.status != http.StatusNoContent {
 		t.Fatalf("delete: %s", d)
 	}
@@ -229,13 +230,13 @@ func TestCardDetailsAPI(t *testing.T) {
 	c := e.do(tvRoleReveal, http.MethodPost, "/tokens", tvCardBody())
 	b := e.do(tvRoleReveal, http.MethodPost, "/tokens", tvBankBody())
 	for _, role := range []string{tvRoleReveal, tvRoleMask, tvRoleRedact} {
-		got := e.do(role, http.MethodGet, "/tokens/"+tvStr(c.body, "id"), nil)
-		card, _ := tvField(got.body, "card").(map[string]any)
+		got := e.do(role, http.MethodGet, "/tokens/"+testjson.Str(c.body, "id"), nil)
+		card, _ := testjson.Field(got.body, "card").(map[string]any)
 		if card["bin"] != "42424242" || card["last4"] != "4242" || card["funding"] != "credit" || card["expiration_year"] == nil {
 			t.Errorf("%s: card %s", role, got.raw)
 		}
-		got = e.do(role, http.MethodGet, "/tokens/"+tvStr(b.body, "id"), nil)
-		bank, _ := tvField(got.body, "bank").(map[string]any)
+		got = e.do(role, http.MethodGet, "/tokens/"+testjson.Str(b.body, "id"), nil)
+		bank, _ := testjson.Field(got.body, "bank").(map[string]any)
 		if bank["routing_number"] == nil || bank["account_number_last4"] != tvAccount[len(tvAccount)-4:] {
 			t.Errorf("%s: bank %s", role, got.raw)
 		}

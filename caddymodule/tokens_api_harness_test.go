@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/tokenvault/tokenvault/internal/testjson"
 	"github.com/tokenvault/tokenvault/vaultstore"
 )
 
@@ -191,7 +192,7 @@ func (e *tokenEnv) createApp(mgmtRole, name string, rules []map[string]any) stri
 	if r.status != http.StatusCreated {
 		e.tb.Fatalf("create application %s: %s", name, r)
 	}
-	key, _ := tvField(r.body, "key").(string)
+	key, _ := testjson.Field(r.body, "key").(string)
 	if key == "" {
 		e.tb.Fatalf("create application %s: no key in %s", name, r)
 	}
@@ -287,41 +288,6 @@ func (e *tokenEnv) do(role, method, path string, body any, hdr ...string) tvResp
 	return r
 }
 
-// tvField walks decoded JSON: strings index objects, ints index arrays.
-func tvField(v any, path ...any) any {
-	for _, p := range path {
-		switch k := p.(type) {
-		case string:
-			m, ok := v.(map[string]any)
-			if !ok {
-				return nil
-			}
-			v = m[k]
-		case int:
-			a, ok := v.([]any)
-			if !ok || k < 0 || k >= len(a) {
-				return nil
-			}
-			v = a[k]
-		}
-	}
-	return v
-}
-
-func tvHas(v any, name string) bool {
-	m, ok := v.(map[string]any)
-	if !ok {
-		return false
-	}
-	_, ok = m[name]
-	return ok
-}
-
-func tvStr(v any, path ...any) string {
-	s, _ := tvField(v, path...).(string)
-	return s
-}
-
 // tvJSONOf decodes a JSON literal the way answers are decoded.
 func tvJSONOf(tb testing.TB, s string) any {
 	tb.Helper()
@@ -353,13 +319,13 @@ func tvWantProblem(tb testing.TB, r tvResp, status int, what string, fields ...s
 	if ct := r.header.Get("Content-Type"); ct != "application/problem+json" {
 		tb.Errorf("%s: Content-Type %q, want application/problem+json", what, ct)
 	}
-	if got := tvField(r.body, "status"); fmt.Sprint(got) != fmt.Sprint(status) {
+	if got := testjson.Field(r.body, "status"); fmt.Sprint(got) != fmt.Sprint(status) {
 		tb.Errorf("%s: problem status %v, want %d: %s", what, got, status, r.raw)
 	}
-	if tvStr(r.body, "title") == "" || tvStr(r.body, "type") == "" {
+	if testjson.Str(r.body, "title") == "" || testjson.Str(r.body, "type") == "" {
 		tb.Errorf("%s: problem without type or title: %s", what, r.raw)
 	}
-	errs, _ := tvField(r.body, "errors").(map[string]any)
+	errs, _ := testjson.Field(r.body, "errors").(map[string]any)
 	for _, f := range fields {
 		if _, ok := errs[f]; !ok {
 			tb.Errorf("%s: errors does not name %q: %s", what, f, r.raw)
@@ -372,7 +338,7 @@ func (e *tokenEnv) count() int {
 	e.tb.Helper()
 	r := e.do(tvRoleReveal, http.MethodGet, "/tokens?size=1", nil)
 	tvWantStatus(e.tb, r, http.StatusOK, "count tokens")
-	n, err := tvField(r.body, "pagination", "total_items").(json.Number).Int64()
+	n, err := testjson.Field(r.body, "pagination", "total_items").(json.Number).Int64()
 	if err != nil {
 		e.tb.Fatalf("total_items: %v: %s", err, r.raw)
 	}
@@ -384,7 +350,7 @@ func (e *tokenEnv) create(role string, body any) tvResp {
 	e.tb.Helper()
 	r := e.do(role, http.MethodPost, "/tokens", body)
 	tvWantStatus(e.tb, r, http.StatusCreated, "create token")
-	if tvStr(r.body, "id") == "" {
+	if testjson.Str(r.body, "id") == "" {
 		e.tb.Fatalf("create token: no id: %s", r.raw)
 	}
 	return r

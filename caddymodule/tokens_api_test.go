@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tokenvault/tokenvault/internal/testjson"
 )
 
 // TestTokenRoundTrip creates a token of each type and reads it back with
@@ -76,26 +78,26 @@ func TestTokenRoundTrip(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			created := e.create(tvRoleReveal, tc.body)
-			id := tvStr(created.body, "id")
-			if got := tvField(created.body, "containers"); !reflect.DeepEqual(got, []any{tc.container}) {
+			id := testjson.Str(created.body, "id")
+			if got := testjson.Field(created.body, "containers"); !reflect.DeepEqual(got, []any{tc.container}) {
 				t.Errorf("containers %v, want [%s]", got, tc.container)
 			}
-			if tvStr(created.body, "tenant_id") != e.tenantID || tvStr(created.body, "created_at") == "" || tvStr(created.body, "created_by") == "" {
+			if testjson.Str(created.body, "tenant_id") != e.tenantID || testjson.Str(created.body, "created_at") == "" || testjson.Str(created.body, "created_by") == "" {
 				t.Errorf("create answer lacks tenant_id/created_at/created_by: %s", created.raw)
 			}
 			// a create reveals nothing: masked data at most
 			if tc.masked != "" {
-				if got := tvField(created.body, "data"); !reflect.DeepEqual(got, tvJSONOf(t, tc.masked)) {
+				if got := testjson.Field(created.body, "data"); !reflect.DeepEqual(got, tvJSONOf(t, tc.masked)) {
 					t.Errorf("create answer data %v, want masked %s", got, tc.masked)
 				}
-			} else if tvHas(created.body, "data") {
+			} else if testjson.Has(created.body, "data") {
 				t.Errorf("create answer of a token without mask has data: %s", created.raw)
 			}
 
 			path := "/tokens/" + url.PathEscape(id)
 			rev := e.do(tvRoleReveal, http.MethodGet, path, nil)
 			tvWantStatus(t, rev, http.StatusOK, "revealing GET")
-			if got, want := tvField(rev.body, "data"), tvJSONOf(t, tc.revealed); !reflect.DeepEqual(got, want) {
+			if got, want := testjson.Field(rev.body, "data"), tvJSONOf(t, tc.revealed); !reflect.DeepEqual(got, want) {
 				t.Errorf("revealed data\n got %#v\nwant %#v", got, want)
 			}
 			if strings.Contains(tc.revealed, tvBigNumber) && !bytes.Contains(rev.raw, []byte(tvBigNumber)) {
@@ -105,19 +107,19 @@ func TestTokenRoundTrip(t *testing.T) {
 			masked := e.do(tvRoleMask, http.MethodGet, path, nil)
 			tvWantStatus(t, masked, http.StatusOK, "masking GET")
 			if tc.masked == "" {
-				if tvHas(masked.body, "data") {
+				if testjson.Has(masked.body, "data") {
 					t.Errorf("masked read of a token without mask has data: %s", masked.raw)
 				}
-			} else if got := tvField(masked.body, "data"); !reflect.DeepEqual(got, tvJSONOf(t, tc.masked)) {
+			} else if got := testjson.Field(masked.body, "data"); !reflect.DeepEqual(got, tvJSONOf(t, tc.masked)) {
 				t.Errorf("masked data %v, want %s", got, tc.masked)
 			}
 
 			red := e.do(tvRoleRedact, http.MethodGet, path, nil)
 			tvWantStatus(t, red, http.StatusOK, "redacting GET")
-			if tvHas(red.body, "data") {
+			if testjson.Has(red.body, "data") {
 				t.Errorf("redacted read has data: %s", red.raw)
 			}
-			if tvStr(red.body, "id") != id || tvStr(red.body, "type") == "" {
+			if testjson.Str(red.body, "id") != id || testjson.Str(red.body, "type") == "" {
 				t.Errorf("redacted read lacks id/type: %s", red.raw)
 			}
 
@@ -145,7 +147,7 @@ func (e *tokenEnv) usageTotal() string {
 	e.tb.Helper()
 	r := e.do(tvRoleMgmt, http.MethodGet, "/tenants/self/reports/usage", nil)
 	tvWantStatus(e.tb, r, http.StatusOK, "usage report")
-	return fmt.Sprint(tvField(r.body, "total_tokens"))
+	return fmt.Sprint(testjson.Field(r.body, "total_tokens"))
 }
 
 // TestTokenCreateValidation sends one invalid create per rule: each is a
@@ -203,7 +205,7 @@ func TestTokenCreateValidation(t *testing.T) {
 	}
 	t.Run("metadata null is no metadata", func(t *testing.T) {
 		r := e.create(tvRoleReveal, `{"type":"token","data":"x","metadata":null}`)
-		if m := tvField(r.body, "metadata"); m != nil {
+		if m := testjson.Field(r.body, "metadata"); m != nil {
 			t.Fatalf("metadata %v, want none: %s", m, r.raw)
 		}
 	})
@@ -237,7 +239,7 @@ func TestTokenIDs(t *testing.T) {
 	e := newTokenEnv(t, false, true)
 	t.Run("caller id kept", func(t *testing.T) {
 		r := e.create(tvRoleReveal, `{"id":"order-123 ü","type":"token","data":"x"}`)
-		if id := tvStr(r.body, "id"); id != "order-123 ü" {
+		if id := testjson.Str(r.body, "id"); id != "order-123 ü" {
 			t.Fatalf("id %q", id)
 		}
 		g := e.do(tvRoleReveal, http.MethodGet, "/tokens/"+url.PathEscape("order-123 ü"), nil)
@@ -251,26 +253,26 @@ func TestTokenIDs(t *testing.T) {
 			t.Errorf("total_items %d after a conflict, want %d", n, before)
 		}
 		g := e.do(tvRoleReveal, http.MethodGet, "/tokens/"+url.PathEscape("order-123 ü"), nil)
-		if tvStr(g.body, "type") != "token" || tvField(g.body, "data") != "x" {
+		if testjson.Str(g.body, "type") != "token" || testjson.Field(g.body, "data") != "x" {
 			t.Errorf("the conflict changed the first token: %s", g.raw)
 		}
 	})
 	t.Run("id expression alias_preserve_format", func(t *testing.T) {
 		const data = "9876543210123456"
 		r := e.create(tvRoleReveal, `{"id":"{{ data | alias_preserve_format: 0, 4 }}","type":"token","data":"`+data+`"}`)
-		id := tvStr(r.body, "id")
+		id := testjson.Str(r.body, "id")
 		if len(id) != len(data) || !strings.HasSuffix(id, data[len(data)-4:]) || id == data || strings.Trim(id, "0123456789") != "" {
 			t.Fatalf("id %q: want %d digits ending in %s", id, len(data), data[len(data)-4:])
 		}
 		g := e.do(tvRoleReveal, http.MethodGet, "/tokens/"+id, nil)
 		tvWantStatus(t, g, http.StatusOK, "GET by aliased id")
-		if tvField(g.body, "data") != data {
-			t.Errorf("data %v", tvField(g.body, "data"))
+		if testjson.Field(g.body, "data") != data {
+			t.Errorf("data %v", testjson.Field(g.body, "data"))
 		}
 	})
 	t.Run("assigned ids are UUIDs, not data", func(t *testing.T) {
 		r := e.create(tvRoleReveal, tvCardBody())
-		if id := tvStr(r.body, "id"); len(id) != 36 || strings.Contains(id, "4242") {
+		if id := testjson.Str(r.body, "id"); len(id) != 36 || strings.Contains(id, "4242") {
 			t.Errorf("assigned id %q", id)
 		}
 	})
@@ -290,19 +292,19 @@ func TestTokenList(t *testing.T) {
 			body = tvCardBody()
 			body["metadata"] = map[string]string{"color": s.color, "size": s.size}
 		}
-		ids = append(ids, tvStr(e.create(tvRoleReveal, body).body, "id"))
+		ids = append(ids, testjson.Str(e.create(tvRoleReveal, body).body, "id"))
 	}
 	listIDs := func(t *testing.T, role, query string) ([]string, tvResp) {
 		t.Helper()
 		r := e.do(role, http.MethodGet, "/tokens"+query, nil)
 		tvWantStatus(t, r, http.StatusOK, "list "+query)
-		data, ok := tvField(r.body, "data").([]any)
+		data, ok := testjson.Field(r.body, "data").([]any)
 		if !ok {
 			t.Fatalf("list %s: data is not an array: %s", query, r.raw)
 		}
 		out := []string{}
 		for _, d := range data {
-			out = append(out, tvStr(d, "id"))
+			out = append(out, testjson.Str(d, "id"))
 		}
 		return out, r
 	}
@@ -340,25 +342,25 @@ func TestTokenList(t *testing.T) {
 	t.Run("pagination object", func(t *testing.T) {
 		_, r := listIDs(t, tvRoleReveal, "?page=2&size=2")
 		want := map[string]any{"total_items": json.Number("5"), "page_number": json.Number("2"), "page_size": json.Number("2"), "total_pages": json.Number("3")}
-		if got := tvField(r.body, "pagination"); !reflect.DeepEqual(got, want) {
+		if got := testjson.Field(r.body, "pagination"); !reflect.DeepEqual(got, want) {
 			t.Errorf("pagination %v, want %v", got, want)
 		}
 		_, r = listIDs(t, tvRoleReveal, "?metadata.color=blue&size=1")
-		if n := tvField(r.body, "pagination", "total_items"); fmt.Sprint(n) != "3" {
+		if n := testjson.Field(r.body, "pagination", "total_items"); fmt.Sprint(n) != "3" {
 			t.Errorf("filtered total_items %v, want 3", n)
 		}
 	})
 	t.Run("list shapes data per key", func(t *testing.T) {
 		_, r := listIDs(t, tvRoleMask, "?id="+ids[1])
-		if got := tvStr(r.body, "data", 0, "data", "number"); got != "XXXXXXXXXXXX4242" {
+		if got := testjson.Str(r.body, "data", 0, "data", "number"); got != "XXXXXXXXXXXX4242" {
 			t.Errorf("masked list number %q: %s", got, r.raw)
 		}
 		_, r = listIDs(t, tvRoleRedact, "?id="+ids[1])
-		if tvHas(tvField(r.body, "data", 0), "data") {
+		if testjson.Has(testjson.Field(r.body, "data", 0), "data") {
 			t.Errorf("redacted list has data: %s", r.raw)
 		}
 		_, r = listIDs(t, tvRoleReveal, "?id="+ids[1])
-		if got := tvStr(r.body, "data", 0, "data", "number"); got != tvCard {
+		if got := testjson.Str(r.body, "data", 0, "data", "number"); got != tvCard {
 			t.Errorf("revealed list number %q", got)
 		}
 	})
@@ -377,11 +379,11 @@ func TestTokenList(t *testing.T) {
 func TestTokenPatch(t *testing.T) {
 	e := newTokenEnv(t, false, true)
 	obj := e.create(tvRoleReveal, `{"type":"token","data":{"a":1,"b":{"c":2,"keep":"`+tvSecretText+`"}},"metadata":{"k1":"v1","k2":"v2"}}`)
-	objPath := "/tokens/" + tvStr(obj.body, "id")
+	objPath := "/tokens/" + testjson.Str(obj.body, "id")
 	card := e.create(tvRoleReveal, tvCardBody())
-	cardPath := "/tokens/" + tvStr(card.body, "id")
+	cardPath := "/tokens/" + testjson.Str(card.body, "id")
 	gen := e.create(tvRoleGeneral, `{"type":"token","data":"general data"}`)
-	genPath := "/tokens/" + tvStr(gen.body, "id")
+	genPath := "/tokens/" + testjson.Str(gen.body, "id")
 
 	get := func(t *testing.T, path string) tvResp {
 		t.Helper()
@@ -393,7 +395,7 @@ func TestTokenPatch(t *testing.T) {
 	t.Run("content type application/json is 415", func(t *testing.T) {
 		r := e.do(tvRoleReveal, http.MethodPatch, objPath, `{"metadata":{"k1":"changed"}}`, "Content-Type", "application/json")
 		tvWantProblem(t, r, http.StatusUnsupportedMediaType, "PATCH application/json")
-		if got := tvStr(get(t, objPath).body, "metadata", "k1"); got != "v1" {
+		if got := testjson.Str(get(t, objPath).body, "metadata", "k1"); got != "v1" {
 			t.Errorf("415 PATCH changed metadata: %q", got)
 		}
 	})
@@ -405,21 +407,21 @@ func TestTokenPatch(t *testing.T) {
 		r := e.do(tvRoleReveal, http.MethodPatch, objPath, `{"data":{"b":{"c":null,"d":3}},"metadata":{"k1":null,"k3":"v3"}}`,
 			"Content-Type", "application/merge-patch+json; charset=utf-8")
 		tvWantStatus(t, r, http.StatusOK, "merge patch")
-		if tvStr(r.body, "modified_at") == "" || tvStr(r.body, "modified_by") == "" {
+		if testjson.Str(r.body, "modified_at") == "" || testjson.Str(r.body, "modified_by") == "" {
 			t.Errorf("patched token without modified_at/modified_by: %s", r.raw)
 		}
 		g := get(t, objPath)
-		if got, want := tvField(g.body, "data"), tvJSONOf(t, `{"a":1,"b":{"keep":"`+tvSecretText+`","d":3}}`); !reflect.DeepEqual(got, want) {
+		if got, want := testjson.Field(g.body, "data"), tvJSONOf(t, `{"a":1,"b":{"keep":"`+tvSecretText+`","d":3}}`); !reflect.DeepEqual(got, want) {
 			t.Errorf("data %v, want %v", got, want)
 		}
-		if got, want := tvField(g.body, "metadata"), tvJSONOf(t, `{"k2":"v2","k3":"v3"}`); !reflect.DeepEqual(got, want) {
+		if got, want := testjson.Field(g.body, "metadata"), tvJSONOf(t, `{"k2":"v2","k3":"v3"}`); !reflect.DeepEqual(got, want) {
 			t.Errorf("metadata %v, want %v", got, want)
 		}
 	})
 	t.Run("containers replaced", func(t *testing.T) {
 		r := e.do(tvRoleReveal, http.MethodPatch, objPath, `{"containers":["/General/Low/"]}`)
 		tvWantStatus(t, r, http.StatusOK, "move container")
-		if got := tvField(get(t, objPath).body, "containers"); !reflect.DeepEqual(got, []any{"/general/low/"}) {
+		if got := testjson.Field(get(t, objPath).body, "containers"); !reflect.DeepEqual(got, []any{"/general/low/"}) {
 			t.Errorf("containers %v", got)
 		}
 	})
@@ -427,10 +429,10 @@ func TestTokenPatch(t *testing.T) {
 		r := e.do(tvRoleGeneral, http.MethodPatch, genPath, `{"containers":["/pci/high/"],"metadata":{"moved":"yes"}}`)
 		tvWantProblem(t, r, http.StatusForbidden, "move out of reach")
 		g := get(t, genPath)
-		if got := tvField(g.body, "containers"); !reflect.DeepEqual(got, []any{"/general/high/"}) {
+		if got := testjson.Field(g.body, "containers"); !reflect.DeepEqual(got, []any{"/general/high/"}) {
 			t.Errorf("containers %v after a refused move", got)
 		}
-		if tvHas(tvField(g.body, "metadata"), "moved") {
+		if testjson.Has(testjson.Field(g.body, "metadata"), "moved") {
 			t.Errorf("refused move changed metadata: %s", g.raw)
 		}
 	})
@@ -462,8 +464,8 @@ func TestTokenPatch(t *testing.T) {
 			tvWantProblem(t, r, http.StatusBadRequest, tc.name, tc.field)
 			after := get(t, tc.path)
 			for _, f := range []string{"data", "metadata", "containers", "expires_at", "modified_at", "search_indexes", "mask"} {
-				if !reflect.DeepEqual(tvField(before.body, f), tvField(after.body, f)) {
-					t.Errorf("refused patch changed %s: %v -> %v", f, tvField(before.body, f), tvField(after.body, f))
+				if !reflect.DeepEqual(testjson.Field(before.body, f), testjson.Field(after.body, f)) {
+					t.Errorf("refused patch changed %s: %v -> %v", f, testjson.Field(before.body, f), testjson.Field(after.body, f))
 				}
 			}
 		})
@@ -473,21 +475,21 @@ func TestTokenPatch(t *testing.T) {
 			before := get(t, objPath)
 			r := e.do(tvRoleReveal, http.MethodPatch, objPath, body)
 			tvWantProblem(t, r, http.StatusBadRequest, "PATCH "+body, "metadata")
-			if after := get(t, objPath); !reflect.DeepEqual(tvField(before.body, "metadata"), tvField(after.body, "metadata")) {
-				t.Errorf("PATCH %s changed metadata: %v -> %v", body, tvField(before.body, "metadata"), tvField(after.body, "metadata"))
+			if after := get(t, objPath); !reflect.DeepEqual(testjson.Field(before.body, "metadata"), testjson.Field(after.body, "metadata")) {
+				t.Errorf("PATCH %s changed metadata: %v -> %v", body, testjson.Field(before.body, "metadata"), testjson.Field(after.body, "metadata"))
 			}
 		}
 	})
 	t.Run("expires_at not a string keeps the expiry", func(t *testing.T) {
 		r := e.create(tvRoleReveal, `{"type":"token","data":"x","expires_at":"12/31/2099 11:00:00 PM -07:00"}`)
-		path := "/tokens/" + tvStr(r.body, "id")
-		if got := tvStr(r.body, "expires_at"); got != "2099-12-31T23:00:00-07:00" {
+		path := "/tokens/" + testjson.Str(r.body, "id")
+		if got := testjson.Str(r.body, "expires_at"); got != "2099-12-31T23:00:00-07:00" {
 			t.Errorf("expires_at %q, want 2099-12-31T23:00:00-07:00", got)
 		}
 		for _, body := range []string{`{"expires_at":5}`, `{"expires_at":true}`, `{"expires_at":{}}`} {
 			p := e.do(tvRoleReveal, http.MethodPatch, path, body)
 			tvWantProblem(t, p, http.StatusBadRequest, "PATCH "+body, "expires_at")
-			if got := tvStr(get(t, path).body, "expires_at"); got != "2099-12-31T23:00:00-07:00" {
+			if got := testjson.Str(get(t, path).body, "expires_at"); got != "2099-12-31T23:00:00-07:00" {
 				t.Errorf("after PATCH %s expires_at is %q", body, got)
 			}
 		}
@@ -495,12 +497,12 @@ func TestTokenPatch(t *testing.T) {
 	t.Run("card patch keeps cvc and answers masked", func(t *testing.T) {
 		r := e.do(tvRoleReveal, http.MethodPatch, cardPath, `{"data":{"expiration_month":11}}`)
 		tvWantStatus(t, r, http.StatusOK, "patch card")
-		if got := tvStr(r.body, "data", "number"); got != "XXXXXXXXXXXX4242" {
+		if got := testjson.Str(r.body, "data", "number"); got != "XXXXXXXXXXXX4242" {
 			t.Errorf("patch answer number %q, want masked", got)
 		}
 		g := get(t, cardPath)
 		want := tvJSONOf(t, `{"number":"`+tvCard+`","expiration_month":11,"expiration_year":2030,"cvc":"`+tvCVC+`"}`)
-		if got := tvField(g.body, "data"); !reflect.DeepEqual(got, want) {
+		if got := testjson.Field(g.body, "data"); !reflect.DeepEqual(got, want) {
 			t.Errorf("card data %v, want %v", got, want)
 		}
 	})
@@ -512,8 +514,8 @@ func TestTokenPatch(t *testing.T) {
 // TestTokenDelete covers DELETE /tokens/{id}.
 func TestTokenDelete(t *testing.T) {
 	e := newTokenEnv(t, false, true)
-	a := tvStr(e.create(tvRoleReveal, tvCardBody()).body, "id")
-	b := tvStr(e.create(tvRoleReveal, `{"id":"shared-name","type":"token","data":"x"}`).body, "id")
+	a := testjson.Str(e.create(tvRoleReveal, tvCardBody()).body, "id")
+	b := testjson.Str(e.create(tvRoleReveal, `{"id":"shared-name","type":"token","data":"x"}`).body, "id")
 	t.Run("another tenant's token is 404", func(t *testing.T) {
 		for _, id := range []string{a, b} {
 			tvWantProblem(t, e.do(tvRoleOther, http.MethodDelete, "/tokens/"+url.PathEscape(id), nil), http.StatusNotFound, "delete across tenants")
@@ -555,39 +557,39 @@ func TestTokenize(t *testing.T) {
 			"b0":  json.Number("1"),
 			"c.d": true,
 		}
-		ids := map[string]string{"a": tvStr(r.body, "a"), "b0": tvStr(r.body, "b", 0), "c.d": tvStr(r.body, "c", "d")}
+		ids := map[string]string{"a": testjson.Str(r.body, "a"), "b0": testjson.Str(r.body, "b", 0), "c.d": testjson.Str(r.body, "c", "d")}
 		for where, id := range ids {
 			if id == "" {
 				t.Fatalf("no id at %s: %s", where, r.raw)
 			}
 			g := e.do(tvRoleReveal, http.MethodGet, "/tokens/"+id, nil)
 			tvWantStatus(t, g, http.StatusOK, "GET tokenized "+where)
-			if got := tvField(g.body, "data"); got != prims[where] || tvStr(g.body, "type") != "token" {
-				t.Errorf("%s: token %s has data %#v type %q, want %#v", where, id, got, tvStr(g.body, "type"), prims[where])
+			if got := testjson.Field(g.body, "data"); got != prims[where] || testjson.Str(g.body, "type") != "token" {
+				t.Errorf("%s: token %s has data %#v type %q, want %#v", where, id, got, testjson.Str(g.body, "type"), prims[where])
 			}
 		}
-		if b, ok := tvField(r.body, "b").([]any); !ok || len(b) != 2 {
+		if b, ok := testjson.Field(r.body, "b").([]any); !ok || len(b) != 2 {
 			t.Errorf("b is not a two-element array: %s", r.raw)
 		}
 		if v, ok := r.body.(map[string]any)["e"]; !ok || v != nil {
 			t.Errorf("null member not kept as null: %s", r.raw)
 		}
-		cardTok := tvField(r.body, "b", 1)
-		if tvStr(cardTok, "type") != "card" || tvStr(cardTok, "id") == "" || tvStr(cardTok, "tenant_id") != e.tenantID ||
-			tvStr(cardTok, "created_at") == "" || tvStr(cardTok, "created_by") == "" || tvStr(cardTok, "metadata", "m") != "n" {
+		cardTok := testjson.Field(r.body, "b", 1)
+		if testjson.Str(cardTok, "type") != "card" || testjson.Str(cardTok, "id") == "" || testjson.Str(cardTok, "tenant_id") != e.tenantID ||
+			testjson.Str(cardTok, "created_at") == "" || testjson.Str(cardTok, "created_by") == "" || testjson.Str(cardTok, "metadata", "m") != "n" {
 			t.Errorf("card token object incomplete: %v", cardTok)
 		}
-		if tvHas(cardTok, "data") {
+		if testjson.Has(cardTok, "data") {
 			t.Errorf("tokenized card carries data: %v", cardTok)
 		}
-		if got := tvStr(cardTok, "mask", "number"); got != "XXXXXXXXXXXX4242" {
+		if got := testjson.Str(cardTok, "mask", "number"); got != "XXXXXXXXXXXX4242" {
 			t.Errorf("card mask number %q, want XXXXXXXXXXXX4242", got)
 		}
-		if tvHas(tvField(cardTok, "mask"), "cvc") {
+		if testjson.Has(testjson.Field(cardTok, "mask"), "cvc") {
 			t.Errorf("card mask carries cvc: %v", cardTok)
 		}
-		g := e.do(tvRoleReveal, http.MethodGet, "/tokens/"+tvStr(cardTok, "id"), nil)
-		if got := tvStr(g.body, "data", "number"); got != tvCard {
+		g := e.do(tvRoleReveal, http.MethodGet, "/tokens/"+testjson.Str(cardTok, "id"), nil)
+		if got := testjson.Str(g.body, "data", "number"); got != tvCard {
 			t.Errorf("tokenized card reads back %q", got)
 		}
 	})
@@ -599,7 +601,7 @@ func TestTokenize(t *testing.T) {
 		}
 		r = e.do(tvRoleReveal, http.MethodPost, "/tokenize", `[{"type":"bank","data":{"routing_number":"`+tvRouting+`","account_number":"`+tvAccount+`"}}]`)
 		tvWantStatus(t, r, http.StatusOK, "tokenize bank")
-		if got := tvStr(r.body, 0, "mask", "account_number"); got != "XXXXX6789" {
+		if got := testjson.Str(r.body, 0, "mask", "account_number"); got != "XXXXX6789" {
 			t.Errorf("bank mask account %q: %s", got, r.raw)
 		}
 	})
@@ -655,7 +657,7 @@ func TestTokenize(t *testing.T) {
 	t.Run("masking key", func(t *testing.T) {
 		r := e.do(tvRoleMask, http.MethodPost, "/tokenize", tvJSON(t, map[string]any{"card": tvCardBody()}))
 		tvWantStatus(t, r, http.StatusOK, "tokenize with masking key")
-		if got := tvStr(r.body, "card", "mask", "number"); got != "XXXXXXXXXXXX4242" {
+		if got := testjson.Str(r.body, "card", "mask", "number"); got != "XXXXXXXXXXXX4242" {
 			t.Errorf("mask number %q: %s", got, r.raw)
 		}
 	})
@@ -668,7 +670,7 @@ func TestTokenUsageReport(t *testing.T) {
 	e.create(tvRoleReveal, `{"type":"token","data":"b"}`)
 	e.create(tvRoleReveal, tvCardBody())
 	e.create(tvRoleReveal, tvCardBody())
-	bank := tvStr(e.create(tvRoleReveal, tvBankBody()).body, "id")
+	bank := testjson.Str(e.create(tvRoleReveal, tvBankBody()).body, "id")
 	tvWantStatus(t, e.do(tvRoleReveal, http.MethodPost, "/tokenize", `["x","y",{"type":"card","data":{"number":"`+tvCard+`"}}]`), http.StatusOK, "tokenize")
 	tvWantStatus(t, e.do(tvRoleReveal, http.MethodDelete, "/tokens/"+bank, nil), http.StatusNoContent, "delete bank")
 	// refused writes count nothing
@@ -679,20 +681,20 @@ func TestTokenUsageReport(t *testing.T) {
 	tvWantStatus(t, r, http.StatusOK, "usage")
 	want := map[string]string{"token": "4", "card": "3", "bank": "0"}
 	for typ, n := range want {
-		if got := fmt.Sprint(tvField(r.body, "token_report", "metrics_by_type", typ, "count")); got != n && !(n == "0" && got == "<nil>") {
+		if got := fmt.Sprint(testjson.Field(r.body, "token_report", "metrics_by_type", typ, "count")); got != n && !(n == "0" && got == "<nil>") {
 			t.Errorf("%s count %s, want %s: %s", typ, got, n, r.raw)
 		}
 	}
-	if got := tvStr(r.body, "token_report", "metrics_by_type", "card", "last_created_at"); got == "" {
+	if got := testjson.Str(r.body, "token_report", "metrics_by_type", "card", "last_created_at"); got == "" {
 		t.Errorf("card last_created_at missing: %s", r.raw)
 	}
-	if got := fmt.Sprint(tvField(r.body, "total_tokens")); got != "7" {
+	if got := fmt.Sprint(testjson.Field(r.body, "total_tokens")); got != "7" {
 		t.Errorf("total_tokens %s, want 7: %s", got, r.raw)
 	}
-	if got := fmt.Sprint(tvField(r.body, "token_report", "total_tokens")); got != "7" {
+	if got := fmt.Sprint(testjson.Field(r.body, "token_report", "total_tokens")); got != "7" {
 		t.Errorf("token_report.total_tokens %s, want 7: %s", got, r.raw)
 	}
-	if got := fmt.Sprint(tvField(r.body, "token_report", "monthly_active_tokens")); got != "8" {
+	if got := fmt.Sprint(testjson.Field(r.body, "token_report", "monthly_active_tokens")); got != "8" {
 		t.Errorf("monthly_active_tokens %s, want 8 (every token created this month): %s", got, r.raw)
 	}
 	if n := e.count(); n != 7 {
@@ -700,7 +702,7 @@ func TestTokenUsageReport(t *testing.T) {
 	}
 	tvWantProblem(t, e.do(tvRoleReveal, http.MethodGet, "/tenants/self/reports/usage", nil), http.StatusForbidden, "usage with a private key")
 	other := e.do("other-management", http.MethodGet, "/tenants/self/reports/usage", nil)
-	if got := fmt.Sprint(tvField(other.body, "total_tokens")); got != "0" {
+	if got := fmt.Sprint(testjson.Field(other.body, "total_tokens")); got != "0" {
 		t.Errorf("other tenant total_tokens %s, want 0", got)
 	}
 }
@@ -709,7 +711,7 @@ func TestTokenUsageReport(t *testing.T) {
 // belong; the recorded answers and logs are checked when the test ends.
 func TestTokenSecretsInRefusals(t *testing.T) {
 	e := newTokenEnv(t, false, true)
-	id := tvStr(e.create(tvRoleReveal, tvCardBody()).body, "id")
+	id := testjson.Str(e.create(tvRoleReveal, tvCardBody()).body, "id")
 	cases := []struct {
 		name, role, method, path, body string
 	}{
@@ -761,24 +763,24 @@ func TestTokenSecretsInRefusals(t *testing.T) {
 func TestTokenExpiry(t *testing.T) {
 	clock := &tvClock{}
 	e := newTokenEnvClock(t, clock)
-	first := tvStr(e.create(tvRoleReveal, `{"type":"token","data":"first"}`).body, "id")
+	first := testjson.Str(e.create(tvRoleReveal, `{"type":"token","data":"first"}`).body, "id")
 	clock.advance(time.Millisecond)
 	soon := e.create(tvRoleReveal, `{"id":"expiring","type":"token","data":"x","expires_at":"`+clock.now().Add(time.Hour).UTC().Format(time.RFC3339)+`"}`)
 	clock.advance(time.Millisecond)
-	last := tvStr(e.create(tvRoleReveal, `{"type":"token","data":"last"}`).body, "id")
-	if tvStr(soon.body, "expires_at") == "" {
+	last := testjson.Str(e.create(tvRoleReveal, `{"type":"token","data":"last"}`).body, "id")
+	if testjson.Str(soon.body, "expires_at") == "" {
 		t.Fatalf("no expires_at: %s", soon.raw)
 	}
 	clock.advance(time.Millisecond)
-	card := "/tokens/" + tvStr(e.create(tvRoleReveal, tvCardBody()).body, "id")
-	if got := tvStr(e.do(tvRoleReveal, http.MethodGet, card, nil).body, "data", "cvc"); got != tvCVC {
+	card := "/tokens/" + testjson.Str(e.create(tvRoleReveal, tvCardBody()).body, "id")
+	if got := testjson.Str(e.do(tvRoleReveal, http.MethodGet, card, nil).body, "data", "cvc"); got != tvCVC {
 		t.Errorf("cvc %q within retention, want %s", got, tvCVC)
 	}
 	clock.advance(2 * time.Hour) // the sweep has not run: it ticks on real time
 
 	// past the one-hour CVC retention the cvc is gone, the card stays
 	g := e.do(tvRoleReveal, http.MethodGet, card, nil)
-	if got := tvField(g.body, "data"); !reflect.DeepEqual(got, tvJSONOf(t, `{"number":"`+tvCard+`","expiration_month":12,"expiration_year":2030}`)) {
+	if got := testjson.Field(g.body, "data"); !reflect.DeepEqual(got, tvJSONOf(t, `{"number":"`+tvCard+`","expiration_month":12,"expiration_year":2030}`)) {
 		t.Errorf("card past CVC retention: %s", g.raw)
 	}
 
@@ -786,7 +788,7 @@ func TestTokenExpiry(t *testing.T) {
 	tvWantProblem(t, e.do(tvRoleReveal, http.MethodPatch, "/tokens/expiring", `{"metadata":{"a":"b"}}`), http.StatusNotFound, "PATCH expired")
 	tvWantProblem(t, e.do(tvRoleReveal, http.MethodDelete, "/tokens/expiring", nil), http.StatusNotFound, "DELETE expired")
 	r := e.do(tvRoleReveal, http.MethodGet, "/tokens?id=expiring", nil)
-	if n := fmt.Sprint(tvField(r.body, "pagination", "total_items")); n != "0" {
+	if n := fmt.Sprint(testjson.Field(r.body, "pagination", "total_items")); n != "0" {
 		t.Errorf("list by id: total_items %s, want 0: %s", n, r.raw)
 	}
 
@@ -797,9 +799,9 @@ func TestTokenExpiry(t *testing.T) {
 	for page := 1; page <= 4; page++ {
 		r := e.do(tvRoleReveal, http.MethodGet, fmt.Sprintf("/tokens?size=1&page=%d", page), nil)
 		tvWantStatus(t, r, http.StatusOK, "list page")
-		totals[fmt.Sprint(tvField(r.body, "pagination", "total_items"))] = true
-		for _, d := range tvField(r.body, "data").([]any) {
-			seen = append(seen, tvStr(d, "id"))
+		totals[fmt.Sprint(testjson.Field(r.body, "pagination", "total_items"))] = true
+		for _, d := range testjson.Field(r.body, "data").([]any) {
+			seen = append(seen, testjson.Str(d, "id"))
 		}
 	}
 	if want := []string{first, last, strings.TrimPrefix(card, "/tokens/")}; !slices.Equal(seen, want) {

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/tokenvault/tokenvault/internal/testjson"
 )
 
 // Issue 20 at the HTTP edge: an application that may create or update
@@ -18,7 +20,7 @@ func (e *tokenEnv) tvPublicApp() string {
 	r := e.do(tvRoleMgmt, http.MethodPost, "/applications", map[string]any{
 		"name": "browser", "type": "public", "permissions": []string{"token:create", "token:update"}})
 	tvWantStatus(e.tb, r, http.StatusCreated, "create public application")
-	e.keys["public"] = tvStr(r.body, "key")
+	e.keys["public"] = testjson.Str(r.body, "key")
 	return "public"
 }
 
@@ -59,7 +61,7 @@ func TestTokenMaskCannotRevealCardNumber(t *testing.T) {
 			r := e.do(public, http.MethodPost, "/tokenize", map[string]any{"card": tvCardWithMask(tc.mask)})
 			tvWantProblem(t, r, http.StatusBadRequest, "POST /tokenize", "card.mask")
 
-			id := tvStr(e.create(tvRoleReveal, tvCardBody()).body, "id")
+			id := testjson.Str(e.create(tvRoleReveal, tvCardBody()).body, "id")
 			// a writer without the right to read the token revealed may
 			// not change its mask at all
 			for _, role := range []string{public, tvRoleMask} {
@@ -72,7 +74,7 @@ func TestTokenMaskCannotRevealCardNumber(t *testing.T) {
 
 			g := e.do(tvRoleMask, http.MethodGet, "/tokens/"+id, nil)
 			tvWantStatus(t, g, http.StatusOK, "masked read")
-			if got := tvStr(g.body, "data", "number"); got != "XXXXXXXXXXXX4242" {
+			if got := testjson.Str(g.body, "data", "number"); got != "XXXXXXXXXXXX4242" {
 				t.Errorf("masked read shows number %q", got)
 			}
 		})
@@ -84,10 +86,10 @@ func TestTokenMaskCannotRevealCardNumber(t *testing.T) {
 				"expiry": "{{ data.expiration_month }}/{{ data.expiration_year }}"},
 		} {
 			r := e.create(public, tvCardWithMask(mask))
-			id := tvStr(r.body, "id")
+			id := testjson.Str(r.body, "id")
 			g := e.do(tvRoleMask, http.MethodGet, "/tokens/"+id, nil)
 			tvWantStatus(t, g, http.StatusOK, "masked read")
-			if tvField(g.body, "data") == nil {
+			if testjson.Field(g.body, "data") == nil {
 				t.Errorf("an allowed mask shows nothing: %s", g.raw)
 			}
 			p := e.do(tvRoleReveal, http.MethodPatch, "/tokens/"+id, map[string]any{"mask": mask})
@@ -143,7 +145,7 @@ func TestTokenIDCannotBeCardNumber(t *testing.T) {
 	t.Run("aliases keep working", func(t *testing.T) {
 		for range 20 {
 			r := e.create(public, withID(tvCardBody(), "{{ data.number | alias_preserve_format: 0, 4 }}"))
-			if id := tvStr(r.body, "id"); len(id) != 16 || !strings.HasSuffix(id, "4242") || id == tvCard {
+			if id := testjson.Str(r.body, "id"); len(id) != 16 || !strings.HasSuffix(id, "4242") || id == tvCard {
 				t.Fatalf("alias id %q", id)
 			}
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
+	"github.com/tokenvault/tokenvault/internal/testjson"
 	"github.com/tokenvault/tokenvault/transforms"
 	"github.com/tokenvault/tokenvault/vaultstore"
 )
@@ -41,7 +42,7 @@ func TestProxyTransforms(t *testing.T) {
 		}`},
 	})
 	tvWantStatus(t, r, http.StatusCreated, "create proxy with transforms")
-	key := tvStr(r.body, "key")
+	key := testjson.Str(r.body, "key")
 
 	r = e.do("user", http.MethodPost, "/proxy/pay?x=1", `{"number":"{{ `+cardID+` | json: '$.number' }}"}`,
 		"SVC-PROXY-KEY", key, "Content-Type", "application/json")
@@ -54,13 +55,13 @@ func TestProxyTransforms(t *testing.T) {
 	if err := json.Unmarshal([]byte(got[0].body), &sent); err != nil {
 		t.Fatalf("destination body %q: %v", got[0].body, err)
 	}
-	if tvStr(sent, "wrapped", "number") != tvCard || sent["merchant"] != "m-42" || sent["path"] != "/pay" || sent["query"] != "?x=1" {
+	if testjson.Str(sent, "wrapped", "number") != tvCard || sent["merchant"] != "m-42" || sent["path"] != "/pay" || sent["query"] != "?x=1" {
 		t.Errorf("destination body %s", got[0].body)
 	}
 	if got[0].header.Get("X-Added") != "yes" || got[0].header.Get("Svc-Api-Key") != "" || got[0].header.Get("Svc-Proxy-Key") != "" {
 		t.Errorf("destination headers %v", got[0].header)
 	}
-	if tvStr(r.body, "masked") != "xxxx" || tvField(r.body, "charged") != true || r.header.Get("X-Masked") != "1" ||
+	if testjson.Str(r.body, "masked") != "xxxx" || testjson.Field(r.body, "charged") != true || r.header.Get("X-Masked") != "1" ||
 		r.header.Get("Svc-Proxy-Destination-Status") != "201" {
 		t.Errorf("caller got %s %v", r.raw, r.header)
 	}
@@ -82,7 +83,7 @@ func TestProxyTransformSeesBody(t *testing.T) {
 		}`},
 	})
 	tvWantStatus(t, r, http.StatusCreated, "create proxy")
-	key := tvStr(r.body, "key")
+	key := testjson.Str(r.body, "key")
 	for _, tc := range []struct {
 		name, contentType, body, want string
 	}{
@@ -125,7 +126,7 @@ func TestProxyTransformRunsStartClean(t *testing.T) {
 		}`},
 	})
 	tvWantStatus(t, r, http.StatusCreated, "create proxy")
-	key := tvStr(r.body, "key")
+	key := testjson.Str(r.body, "key")
 	e.keys["other caller"] = e.createApp(tvRoleMgmt, "other caller", []map[string]any{{
 		"priority": 1, "container": "/", "transform": "reveal", "permissions": []string{"token:use"},
 	}})
@@ -156,14 +157,14 @@ func TestInboundProxyTokenizes(t *testing.T) {
 	tvWantStatus(t, r, http.StatusCreated, "inbound application")
 	r = e.do(tvRoleMgmt, http.MethodPost, "/proxies", map[string]any{
 		"name": "inbound", "destination_url": dest.srv.URL, "require_auth": false,
-		"application": map[string]any{"id": tvStr(r.body, "id")},
+		"application": map[string]any{"id": testjson.Str(r.body, "id")},
 		"request_transform": map[string]any{"code": `module.exports = async function (req) {
 			const token = await req.svc.tokenize({ type: 'card', data: req.args.body.card });
 			return { body: { card_token: token.id }, headers: req.args.headers };
 		}`},
 	})
 	tvWantStatus(t, r, http.StatusCreated, "inbound proxy")
-	key := tvStr(r.body, "key")
+	key := testjson.Str(r.body, "key")
 	r = e.do("", http.MethodPost, "/proxy", map[string]any{"card": map[string]any{"number": tvCard, "expiration_month": 12, "expiration_year": 2030}},
 		"SVC-PROXY-KEY", key)
 	tvWantStatus(t, r, http.StatusCreated, "inbound call")
@@ -176,7 +177,7 @@ func TestInboundProxyTokenizes(t *testing.T) {
 		t.Fatalf("destination body %q: %v", got[0].body, err)
 	}
 	r = e.do("user", http.MethodGet, "/tokens/"+sent["card_token"], nil)
-	if r.status != http.StatusOK || tvStr(r.body, "data", "number") != tvCard {
+	if r.status != http.StatusOK || testjson.Str(r.body, "data", "number") != tvCard {
 		t.Errorf("reading the token back: %s", r)
 	}
 }
@@ -204,8 +205,8 @@ func TestReactors(t *testing.T) {
 	r := e.do(tvRoleMgmt, http.MethodPost, "/applications", map[string]any{"name": "invoker", "type": "private",
 		"permissions": []string{"token:use", "token:create", "reactor:invoke"}})
 	tvWantStatus(t, r, http.StatusCreated, "invoker")
-	e.keys["invoker"] = tvStr(r.body, "key")
-	invokerApp := tvStr(r.body, "id")
+	e.keys["invoker"] = testjson.Str(r.body, "key")
+	invokerApp := testjson.Str(r.body, "id")
 
 	r = e.do(tvRoleMgmt, http.MethodPost, "/reactors", map[string]any{
 		"name": "charge", "configuration": map[string]any{"fee": "3"},
@@ -220,20 +221,20 @@ func TestReactors(t *testing.T) {
 		}`,
 	})
 	tvWantStatus(t, r, http.StatusCreated, "create reactor")
-	id := tvStr(r.body, "id")
-	if tvStr(r.body, "application", "id") != invokerApp {
+	id := testjson.Str(r.body, "id")
+	if testjson.Str(r.body, "application", "id") != invokerApp {
 		t.Errorf("reactor %s", r.raw)
 	}
 	tvWantStatus(t, e.do(tvRoleMgmt, http.MethodGet, "/reactors/"+id, nil), http.StatusOK, "get reactor")
 	r = e.do(tvRoleMgmt, http.MethodGet, "/reactors?name=char*", nil)
-	if data, _ := tvField(r.body, "data").([]any); len(data) != 1 {
+	if data, _ := testjson.Field(r.body, "data").([]any); len(data) != 1 {
 		t.Errorf("list reactors: %s", r.raw)
 	}
 
 	r = e.do("invoker", http.MethodPost, "/reactors/"+id+"/react", map[string]any{"args": map[string]any{
 		"card": "{{ token: " + cardID + " | json: '$.data' }}"}})
 	tvWantStatus(t, r, http.StatusOK, "react")
-	if tvStr(r.body, "raw", "last4") != "4242" || tvStr(r.body, "raw", "fee") != "3" || tvStr(r.body, "tokens", "note", "id") == "" {
+	if testjson.Str(r.body, "raw", "last4") != "4242" || testjson.Str(r.body, "raw", "fee") != "3" || testjson.Str(r.body, "tokens", "note", "id") == "" {
 		t.Errorf("react answer %s", r.raw)
 	}
 	for _, m := range []struct {
@@ -245,7 +246,7 @@ func TestReactors(t *testing.T) {
 			t.Errorf("mode %s: %d %s, want %d", m.mode, r.status, r.raw, m.want)
 		}
 	}
-	if r.header.Get("X-Teapot") != "1" || tvField(r.body, "tea") != true {
+	if r.header.Get("X-Teapot") != "1" || testjson.Field(r.body, "tea") != true {
 		t.Errorf("custom response: %v %s", r.header, r.raw)
 	}
 	tvWantProblem(t, e.do(tvRoleReveal, http.MethodPost, "/reactors/"+id+"/react", map[string]any{"args": map[string]any{}}), http.StatusForbidden, "no reactor:invoke")
@@ -301,7 +302,7 @@ func BenchmarkProxyTransform(b *testing.B) {
 					body["request_transform"] = map[string]any{"code": tc.code}
 				}
 				r := e.do(tvRoleMgmt, http.MethodPost, "/proxies", body)
-				key := tvStr(r.body, "key")
+				key := testjson.Str(r.body, "key")
 				payload := `{"number":"{{ ` + cardID + ` | json: '$.number' }}","amount":1000}`
 				proxy := func() error {
 					if r := e.do("user", http.MethodPost, "/proxy", payload, "SVC-PROXY-KEY", key, "Content-Type", "application/json"); r.status != http.StatusCreated {
@@ -455,10 +456,10 @@ func TestReactorTenantsShareWorkersFairly(t *testing.T) {
 		r := e.do(tvRoleMgmt, http.MethodPost, "/applications", map[string]any{"name": "invoker", "type": "private",
 			"permissions": []string{"reactor:invoke"}})
 		tvWantStatus(t, r, http.StatusCreated, "invoker")
-		key = tvStr(r.body, "key")
+		key = testjson.Str(r.body, "key")
 		r = e.do(tvRoleMgmt, http.MethodPost, "/reactors", map[string]any{"name": "r", "code": code})
 		tvWantStatus(t, r, http.StatusCreated, "create reactor")
-		return tvStr(r.body, "id"), key
+		return testjson.Str(r.body, "id"), key
 	}
 	hostileID, hostileKey := reactor(hostile, `module.exports = () => { for (;;) {} }`)
 	goodID, goodKey := reactor(good, `module.exports = (req) => ({ raw: req.args.n + 1 })`)
@@ -493,7 +494,7 @@ func TestReactorTenantsShareWorkersFairly(t *testing.T) {
 	for i := 0; i < 20; i++ {
 		r := good.do("", http.MethodPost, "/reactors/"+goodID+"/react", map[string]any{"args": map[string]any{"n": i}}, "SVC-API-KEY", goodKey)
 		tvWantStatus(t, r, http.StatusOK, fmt.Sprintf("the other tenant's reactor, call %d", i))
-		if got := fmt.Sprint(tvField(r.body, "raw")); got != fmt.Sprint(i+1) {
+		if got := fmt.Sprint(testjson.Field(r.body, "raw")); got != fmt.Sprint(i+1) {
 			t.Errorf("call %d returned %s", i, r.raw)
 		}
 	}

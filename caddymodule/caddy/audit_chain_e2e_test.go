@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tokenvault/tokenvault/internal/testjson"
 )
 
 // auditLogBlock routes the vault's audit export to file with Caddy's own
@@ -68,7 +70,7 @@ func TestAuditChainExportEndToEnd(t *testing.T) {
 	_, readKey, _ := s.createApp(mgmt, map[string]any{"name": "reader", "type": "private",
 		"rules": []map[string]any{{"priority": 1, "container": "/", "transform": "reveal", "permissions": []string{"token:create", "token:read"}}}})
 	for i := range 4 {
-		id := str(s.expect(http.StatusCreated, http.MethodPost, "/tokens", readKey, map[string]any{"type": "card",
+		id := testjson.Str(s.expect(http.StatusCreated, http.MethodPost, "/tokens", readKey, map[string]any{"type": "card",
 			"data": map[string]any{"number": e2ePAN, "expiration_month": 1 + i, "expiration_year": 2031, "cvc": e2eCVC}, "deduplicate_token": false}).Body, "id")
 		s.expect(http.StatusOK, http.MethodGet, "/tokens/"+id, readKey, nil)
 	}
@@ -115,17 +117,11 @@ func TestAuditChainExportEndToEnd(t *testing.T) {
 		if err := json.Unmarshal([]byte(l), &m); err != nil {
 			t.Fatalf("line %d is not JSON: %s", i, l)
 		}
-		if m["logger"] != "vault.audit" || m["tenant_id"] != tenant || m["seq"] != float64(i+1) || len(str(m, "mac")) != 64 {
+		if m["logger"] != "vault.audit" || m["tenant_id"] != tenant || m["seq"] != float64(i+1) || len(testjson.Str(m, "mac")) != 64 {
 			t.Errorf("line %d: %s", i, l)
 		}
-		// ids, MACs and the time are random or hex and may hold any four
-		// digits; every other member must hold none of the card's
-		for _, random := range []string{"id", "tenant_id", "actor_id", "entity_id", "mac", "prev", "ts", "created_at"} {
-			delete(m, random)
-		}
-		rest, _ := json.Marshal(m)
 		for _, leak := range []string{e2ePAN, e2eCVC, "4242"} {
-			if strings.Contains(string(rest), leak) || strings.Contains(l, e2ePAN) {
+			if strings.Contains(l, leak) {
 				t.Errorf("an exported line holds %q: %s", leak, l)
 			}
 		}
@@ -216,7 +212,7 @@ func TestAuditChainExportEndToEnd(t *testing.T) {
 			continue
 		}
 		faults, _ := reps[0]["faults"].([]any)
-		if reps[0]["ok"] != false || len(faults) == 0 || field(faults[0], "kind") != tc.kind || field(faults[0], "seq") != tc.seq {
+		if reps[0]["ok"] != false || len(faults) == 0 || testjson.Field(faults[0], "kind") != tc.kind || testjson.Field(faults[0], "seq") != tc.seq {
 			t.Errorf("%s: %v", tc.name, reps)
 		}
 		if tc.name == "two lines swapped" && !strings.Contains(fmt.Sprint(faults), "reordered") {
@@ -250,7 +246,7 @@ func TestAuditChainExportEndToEnd(t *testing.T) {
 	for name, path := range map[string]string{"tenant": "/vault/audit/verify", "since": "/vault/audit/verify?tenant=" + tenant + "&since=yesterday"} {
 		r := s.adminGet(path)
 		wantProblem(t, r, http.StatusBadRequest, name)
-		if field(r.Body, "errors", name) == nil {
+		if testjson.Field(r.Body, "errors", name) == nil {
 			t.Errorf("GET %s: the problem does not name %s: %s", path, name, r.Raw)
 		}
 	}

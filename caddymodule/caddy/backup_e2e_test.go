@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tokenvault/tokenvault/internal/testjson"
 )
 
 // TestBackupRestoreEndToEnd backs up a running vault while a writer keeps
@@ -27,7 +29,7 @@ func TestBackupRestoreEndToEnd(t *testing.T) {
 	allPerms := []string{"token:create", "token:read", "token:update", "token:delete"}
 	revealID, revealKey, _ := s.createApp(mgmt, map[string]any{"name": "reveal", "type": "private",
 		"rules": []map[string]any{{"priority": 1, "container": "/", "transform": "reveal", "permissions": allPerms}}})
-	secondKey := str(s.expect(http.StatusCreated, http.MethodPost, "/applications/"+revealID+"/keys", mgmt, nil).Body, "key")
+	secondKey := testjson.Str(s.expect(http.StatusCreated, http.MethodPost, "/applications/"+revealID+"/keys", mgmt, nil).Body, "key")
 	_, billingKey, _ := s.createApp(mgmt, billingApp)
 	proxyID, _ := createProxy(t, s, mgmt, map[string]any{"name": "charges", "destination_url": "https://payments.example.com/charges"})
 	apiKeys := []string{mgmt, revealKey, secondKey, billingKey}
@@ -42,7 +44,7 @@ func TestBackupRestoreEndToEnd(t *testing.T) {
 		if r.Status != http.StatusCreated {
 			return "", fmt.Errorf("POST /tokens: %d %s", r.Status, r.Raw)
 		}
-		id := str(r.Body, "id")
+		id := testjson.Str(r.Body, "id")
 		mu.Lock()
 		created = append(created, id)
 		mu.Unlock()
@@ -268,7 +270,7 @@ func TestBackupRestoreEndToEnd(t *testing.T) {
 	if r := s2.adminGet("/vault/tenants"); !strings.Contains(string(r.Raw), ct.Tenant.ID) {
 		t.Errorf("the tenant after restore: %s", r.Raw)
 	}
-	total := field(s2.expect(http.StatusOK, http.MethodGet, "/tokens?size=1", revealKey, nil).Body, "pagination", "total_items")
+	total := testjson.Field(s2.expect(http.StatusOK, http.MethodGet, "/tokens?size=1", revealKey, nil).Body, "pagination", "total_items")
 	t.Logf("the restored vault lists %v tokens", total)
 	s2.stopClean()
 }

@@ -24,6 +24,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/tokenvault/tokenvault/internal/testjson"
 )
 
 // Bounds of the cluster tests.
@@ -120,13 +122,13 @@ func TestClusterCaches(t *testing.T) {
 	newProxy := func(t *testing.T, path string) (string, func(n *server) (apiResponse, error)) {
 		_, useKey, _ := createAppT(t, a, mgmt, map[string]any{"name": "caller", "type": "private", "permissions": []string{"token:use"}})
 		r := expectT(t, a, http.StatusCreated, http.MethodPost, "/proxies", mgmt, map[string]any{"name": "moving", "destination_url": dest.URL + path})
-		id, key := str(r.Body, "id"), str(r.Body, "key")
+		id, key := testjson.Str(r.Body, "id"), testjson.Str(r.Body, "key")
 		return id, func(n *server) (apiResponse, error) {
 			return n.request(http.MethodPost, "/proxy", useKey, map[string]any{"a": 1}, "SVC-PROXY-KEY", key)
 		}
 	}
 	reached := func(path string) func(apiResponse) bool {
-		return func(r apiResponse) bool { return r.Status == http.StatusOK && str(r.Body, "path") == path }
+		return func(r apiResponse) bool { return r.Status == http.StatusOK && testjson.Str(r.Body, "path") == path }
 	}
 
 	cases := []struct {
@@ -135,7 +137,7 @@ func TestClusterCaches(t *testing.T) {
 	}{
 		{"api key revoked", func(t *testing.T) cacheScenario {
 			appID, key, keyID := createAppT(t, a, mgmt, map[string]any{"name": "revoked", "type": "private", "permissions": []string{"token:read"}})
-			other := str(expectT(t, a, http.StatusCreated, http.MethodPost, "/applications/"+appID+"/keys", mgmt, nil).Body, "key")
+			other := testjson.Str(expectT(t, a, http.StatusCreated, http.MethodPost, "/applications/"+appID+"/keys", mgmt, nil).Body, "key")
 			return cacheScenario{
 				probe: get("/applications/key", key), before: statusIs(http.StatusOK), after: statusIs(http.StatusUnauthorized),
 				change: func(t *testing.T) {
@@ -161,7 +163,7 @@ func TestClusterCaches(t *testing.T) {
 		}},
 		{"permissions changed", func(t *testing.T) cacheScenario {
 			appID, key, _ := createAppT(t, a, mgmt, map[string]any{"name": "reader", "type": "private", "permissions": []string{"token:create", "token:read"}})
-			tokenID := str(expectT(t, a, http.StatusCreated, http.MethodPost, "/tokens", key, map[string]any{"type": "token", "data": "cache"}).Body, "id")
+			tokenID := testjson.Str(expectT(t, a, http.StatusCreated, http.MethodPost, "/tokens", key, map[string]any{"type": "token", "data": "cache"}).Body, "id")
 			return cacheScenario{
 				probe: get("/tokens/"+tokenID, key), before: statusIs(http.StatusOK), after: statusIs(http.StatusForbidden),
 				change: func(t *testing.T) {
@@ -298,7 +300,7 @@ func awaitState(node *server, since time.Time, probe func(*server) (apiResponse,
 func createAppT(t *testing.T, s *server, mgmtKey string, body any) (id, key, keyID string) {
 	t.Helper()
 	r := expectT(t, s, http.StatusCreated, http.MethodPost, "/applications", mgmtKey, body)
-	id, key, keyID = str(r.Body, "id"), str(r.Body, "key"), str(r.Body, "keys", 0, "id")
+	id, key, keyID = testjson.Str(r.Body, "id"), testjson.Str(r.Body, "key"), testjson.Str(r.Body, "keys", 0, "id")
 	if id == "" || key == "" || keyID == "" {
 		t.Fatalf("POST /applications: incomplete answer: %s", r.Raw)
 	}
@@ -340,7 +342,7 @@ func TestClusterExactness(t *testing.T) {
 						defer wg.Done()
 						<-start
 						r, err := n.request(http.MethodPost, "/tokens", key, body, "SVC-IDEMPOTENCY-KEY", idem)
-						answers <- answer{i, r.Status, str(r.Body, "id"), err}
+						answers <- answer{i, r.Status, testjson.Str(r.Body, "id"), err}
 					}()
 				}
 			}
@@ -372,7 +374,7 @@ func TestClusterExactness(t *testing.T) {
 			}
 			for i, n := range c.Nodes { // the kept answer, on every node
 				r := expectT(t, n, http.StatusCreated, http.MethodPost, "/tokens", key, body, "SVC-IDEMPOTENCY-KEY", idem)
-				if got := str(r.Body, "id"); got != id {
+				if got := testjson.Str(r.Body, "id"); got != id {
 					t.Errorf("round %d: node %d repeats token %s, want %s", round, i, got, id)
 				}
 			}
@@ -399,7 +401,7 @@ func TestClusterExactness(t *testing.T) {
 			if r.Status != http.StatusCreated {
 				return "", fmt.Errorf("POST /tokens: %d %s", r.Status, r.Raw)
 			}
-			return str(r.Body, "id"), nil
+			return testjson.Str(r.Body, "id"), nil
 		})
 		if t.Failed() {
 			return
@@ -490,7 +492,7 @@ func spread(t *testing.T, nodes []*server, workers, perWorker int, op func(n *se
 func listTotal(t *testing.T, n *server, key string) int {
 	t.Helper()
 	r := expectT(t, n, http.StatusOK, http.MethodGet, "/tokens?size=1", key, nil)
-	total, ok := field(r.Body, "pagination", "total_items").(float64)
+	total, ok := testjson.Field(r.Body, "pagination", "total_items").(float64)
 	if !ok {
 		t.Fatalf("GET /tokens: no pagination.total_items: %s", r.Raw)
 	}
@@ -507,16 +509,16 @@ func checkCounts(t *testing.T, nodes []*server, key, mgmt string, tokens, active
 		}
 		r := expectT(t, n, http.StatusOK, http.MethodGet, "/tenants/self/reports/usage", mgmt, nil)
 		got := map[string]any{
-			"total_tokens":                             field(r.Body, "total_tokens"),
-			"token_report.total_tokens":                field(r.Body, "token_report", "total_tokens"),
-			"token_report.metrics_by_type.token.count": field(r.Body, "token_report", "metrics_by_type", "token", "count"),
+			"total_tokens":                             testjson.Field(r.Body, "total_tokens"),
+			"token_report.total_tokens":                testjson.Field(r.Body, "token_report", "total_tokens"),
+			"token_report.metrics_by_type.token.count": testjson.Field(r.Body, "token_report", "metrics_by_type", "token", "count"),
 		}
 		for name, v := range got {
 			if f, _ := v.(float64); int(f) != tokens {
 				t.Errorf("%s: node %d: usage %s = %v, want %d", when, i, name, v, tokens)
 			}
 		}
-		if mat, _ := field(r.Body, "token_report", "monthly_active_tokens").(float64); int(mat) != active {
+		if mat, _ := testjson.Field(r.Body, "token_report", "monthly_active_tokens").(float64); int(mat) != active {
 			t.Errorf("%s: node %d: monthly_active_tokens = %v, want %d", when, i, mat, active)
 		}
 	}
@@ -639,9 +641,9 @@ func TestClusterBackgroundWork(t *testing.T) {
 	for i := range expiring {
 		r := c.Nodes[i%2].expect(http.StatusCreated, http.MethodPost, "/tokens", key,
 			map[string]any{"type": "token", "data": i, "expires_at": expiresAt.UTC().Format(time.RFC3339Nano)})
-		ids = append(ids, str(r.Body, "id"))
+		ids = append(ids, testjson.Str(r.Body, "id"))
 	}
-	kept := str(c.Nodes[0].expect(http.StatusCreated, http.MethodPost, "/tokens", key, map[string]any{"type": "token", "data": "kept"}).Body, "id")
+	kept := testjson.Str(c.Nodes[0].expect(http.StatusCreated, http.MethodPost, "/tokens", key, map[string]any{"type": "token", "data": "kept"}).Body, "id")
 	for i, n := range c.Nodes {
 		n.expect(http.StatusOK, http.MethodGet, "/tokens/"+ids[i], key, nil)
 	}

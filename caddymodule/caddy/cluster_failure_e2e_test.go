@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tokenvault/tokenvault/internal/testjson"
 )
 
 // loadRecord is one request of a load: when it ran and what came back.
@@ -120,7 +122,7 @@ func createRecord(client *http.Client, baseURL, key string, worker, node int, da
 	rec.end = time.Now()
 	rec.answer(r, err)
 	if err == nil {
-		rec.id = str(r.Body, "id")
+		rec.id = testjson.Str(r.Body, "id")
 	}
 	return rec
 }
@@ -147,7 +149,7 @@ func readBack(t *testing.T, n *server, key string, acked []loadRecord) (lost []s
 	t.Helper()
 	for _, a := range acked {
 		r, err := n.request(http.MethodGet, "/tokens/"+a.id, key, nil)
-		if err != nil || r.Status != http.StatusOK || field(r.Body, "data") != a.data {
+		if err != nil || r.Status != http.StatusOK || testjson.Field(r.Body, "data") != a.data {
 			lost = append(lost, fmt.Sprintf("%s (%v %d %s)", a.id, err, r.Status, r.Raw))
 		}
 	}
@@ -199,7 +201,7 @@ func TestClusterNodeKilled(t *testing.T) {
 					r, err := doRequest(client, http.MethodGet, c.LB.baseURL+"/tokens/"+prev.id, key, nil)
 					rec.end = time.Now()
 					rec.answer(r, err)
-					if err == nil && rec.ok() && field(r.Body, "data") != prev.data {
+					if err == nil && rec.ok() && testjson.Field(r.Body, "data") != prev.data {
 						rec.err = fmt.Errorf("token %s read back other data", prev.id)
 					}
 					log.add(rec)
@@ -391,7 +393,7 @@ func TestClusterPostgresRestart(t *testing.T) {
 	// change notices flow again: a key revoked through node 0 stops
 	// working on node 1, whose cache knew it
 	r := c.Nodes[0].expect(http.StatusCreated, http.MethodPost, "/applications/"+appID+"/keys", ct.Key, nil)
-	extraKey, extraID := str(r.Body, "key"), str(r.Body, "id")
+	extraKey, extraID := testjson.Str(r.Body, "key"), testjson.Str(r.Body, "id")
 	c.Nodes[1].expect(http.StatusOK, http.MethodGet, "/applications/key", extraKey, nil)
 	c.Nodes[0].expect(http.StatusNoContent, http.MethodDelete, "/applications/"+appID+"/keys/"+extraID, ct.Key, nil)
 	delay, err := awaitState(c.Nodes[1], time.Now(), func(n *server) (apiResponse, error) {

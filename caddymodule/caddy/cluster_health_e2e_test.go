@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"net/http"
 	"testing"
+
+	"github.com/tokenvault/tokenvault/internal/testjson"
 )
 
 // TestClusterHealth: with PostgreSQL and Redis up, both reports say ok and
@@ -26,9 +28,9 @@ func TestClusterHealth(t *testing.T) {
 		cleanRedisPrefix(t, c.RedisKeyPrefix)
 		for i, n := range c.Nodes {
 			for _, h := range []apiResponse{expectT(t, n, http.StatusOK, http.MethodGet, "/healthz", "", nil), n.adminGet("/vault/health")} {
-				if h.Status != http.StatusOK || str(h.Body, "status") != "ok" || str(h.Body, "checks", "store") != "ok" ||
-					str(h.Body, "storage", "engine") != "postgres" || field(h.Body, "storage", "ok") != true ||
-					field(h.Body, "redis", "ok") != true || field(h.Body, "redis", "shared_limits") != true || str(h.Body, "checks", "redis") != "ok" {
+				if h.Status != http.StatusOK || testjson.Str(h.Body, "status") != "ok" || testjson.Str(h.Body, "checks", "store") != "ok" ||
+					testjson.Str(h.Body, "storage", "engine") != "postgres" || testjson.Field(h.Body, "storage", "ok") != true ||
+					testjson.Field(h.Body, "redis", "ok") != true || testjson.Field(h.Body, "redis", "shared_limits") != true || testjson.Str(h.Body, "checks", "redis") != "ok" {
 					t.Errorf("node %d health: %d %s", i, h.Status, h.Raw)
 				}
 			}
@@ -46,9 +48,9 @@ func TestClusterHealth(t *testing.T) {
 		})
 		for i, n := range c.Nodes {
 			for _, h := range []apiResponse{expectT(t, n, http.StatusOK, http.MethodGet, "/healthz", "", nil), n.adminGet("/vault/health")} {
-				if h.Status != http.StatusOK || str(h.Body, "status") != "degraded" || str(h.Body, "checks", "store") != "ok" ||
-					str(h.Body, "storage", "engine") != "postgres" || field(h.Body, "storage", "ok") != true ||
-					field(h.Body, "redis", "ok") != false || str(h.Body, "checks", "redis") != "unreachable" {
+				if h.Status != http.StatusOK || testjson.Str(h.Body, "status") != "degraded" || testjson.Str(h.Body, "checks", "store") != "ok" ||
+					testjson.Str(h.Body, "storage", "engine") != "postgres" || testjson.Field(h.Body, "storage", "ok") != true ||
+					testjson.Field(h.Body, "redis", "ok") != false || testjson.Str(h.Body, "checks", "redis") != "unreachable" {
 					t.Errorf("node %d health with Redis away: %d %s", i, h.Status, h.Raw)
 				}
 			}
@@ -70,7 +72,7 @@ func TestClusterHealth(t *testing.T) {
 			t.Errorf("%d of %d requests admitted with Redis away, want %d (each node's own budget of %d)", admitted, sent, want, budget)
 		}
 		for i, n := range c.Nodes {
-			if h := n.adminGet("/vault/health"); field(h.Body, "redis", "shared_limits") != false {
+			if h := n.adminGet("/vault/health"); testjson.Field(h.Body, "redis", "shared_limits") != false {
 				t.Errorf("node %d health after limiting on its own: %s", i, h.Raw)
 			}
 		}
@@ -83,8 +85,8 @@ func TestClusterHealth(t *testing.T) {
 		pg.stop()
 		for i, n := range c.Nodes {
 			for _, h := range []apiResponse{n.do(http.MethodGet, "/healthz", "", nil), n.adminGet("/vault/health")} {
-				if h.Status != http.StatusServiceUnavailable || str(h.Body, "status") != "unavailable" || str(h.Body, "checks", "store") != "failing" ||
-					str(h.Body, "storage", "engine") != "postgres" || field(h.Body, "storage", "ok") != false {
+				if h.Status != http.StatusServiceUnavailable || testjson.Str(h.Body, "status") != "unavailable" || testjson.Str(h.Body, "checks", "store") != "failing" ||
+					testjson.Str(h.Body, "storage", "engine") != "postgres" || testjson.Field(h.Body, "storage", "ok") != false {
 					t.Errorf("node %d health with the database away: %d %s", i, h.Status, h.Raw)
 				}
 			}
@@ -94,7 +96,7 @@ func TestClusterHealth(t *testing.T) {
 			if err := waitHealthy(n.client, n.baseURL+"/healthz", clusterHealthTimeout); err != nil {
 				t.Errorf("node %d once the database is back: %v", i, err)
 			}
-			if h := n.adminGet("/vault/health"); h.Status != http.StatusOK || field(h.Body, "storage", "ok") != true {
+			if h := n.adminGet("/vault/health"); h.Status != http.StatusOK || testjson.Field(h.Body, "storage", "ok") != true {
 				t.Errorf("node %d admin health once the database is back: %d %s", i, h.Status, h.Raw)
 			}
 		}

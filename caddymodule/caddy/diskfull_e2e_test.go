@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"github.com/tokenvault/tokenvault/internal/testfs"
+	"github.com/tokenvault/tokenvault/internal/testjson"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -55,13 +56,13 @@ func TestDiskFullEndToEnd(t *testing.T) {
 	if err != nil || r.Status != http.StatusCreated {
 		t.Fatalf("the first token: %v %d %s", err, r.Status, r.Raw)
 	}
-	first := str(r.Body, "id")
+	first := testjson.Str(r.Body, "id")
 	acked[first] = blob
 
 	// fill the file system to a few MB over the margin the vault reports
 	// (a vault without the report got a few MB in all)
 	health := s.adminGet("/vault/health")
-	margin, _ := field(health.Body, "disk", "margin_bytes").(float64)
+	margin, _ := testjson.Field(health.Body, "disk", "margin_bytes").(float64)
 	t.Logf("before the load: %s", health.Raw)
 	filler := testfs.FillTo(t, fsDir, "filler", int64(margin)+diskHeadroom)
 
@@ -92,13 +93,13 @@ func TestDiskFullEndToEnd(t *testing.T) {
 				case err != nil:
 					transport = append(transport, err)
 				case r.Status == http.StatusCreated:
-					acked[str(r.Body, "id")] = blob
+					acked[testjson.Str(r.Body, "id")] = blob
 				case r.Status == http.StatusInsufficientStorage:
 					refusals++
 					if perr := isProblem(r); perr != nil {
 						t.Errorf("507: %v", perr)
 					}
-					if r.Header.Get("Retry-After") == "" || !strings.Contains(str(r.Body, "detail"), "too full") {
+					if r.Header.Get("Retry-After") == "" || !strings.Contains(testjson.Str(r.Body, "detail"), "too full") {
 						t.Errorf("507 without Retry-After or a clear detail: %v %s", r.Header, r.Raw)
 					}
 				default:
@@ -124,7 +125,7 @@ func TestDiskFullEndToEnd(t *testing.T) {
 
 	t.Run("reads go on", func(t *testing.T) {
 		r := s.expect(http.StatusOK, http.MethodGet, "/tokens/"+first, key, nil)
-		if str(r.Body, "data", "blob") != acked[first] {
+		if testjson.Str(r.Body, "data", "blob") != acked[first] {
 			t.Errorf("the first token reads back different data")
 		}
 		s.expect(http.StatusOK, http.MethodGet, "/tokens?size=5", key, nil)
@@ -134,10 +135,10 @@ func TestDiskFullEndToEnd(t *testing.T) {
 		// free space is about at the margin: a write refused just over it
 		// did not fit
 		for _, h := range []apiResponse{s.do(http.MethodGet, "/healthz", "", nil), s.adminGet("/vault/health")} {
-			free, _ := field(h.Body, "disk", "free_bytes").(float64)
-			m, _ := field(h.Body, "disk", "margin_bytes").(float64)
-			if h.Status != http.StatusOK || str(h.Body, "status") != "degraded" || str(h.Body, "checks", "disk") != "low" ||
-				str(h.Body, "checks", "store") != "ok" || field(h.Body, "disk", "writable") != false || m <= 0 || free <= 0 || free >= m+diskHeadroom {
+			free, _ := testjson.Field(h.Body, "disk", "free_bytes").(float64)
+			m, _ := testjson.Field(h.Body, "disk", "margin_bytes").(float64)
+			if h.Status != http.StatusOK || testjson.Str(h.Body, "status") != "degraded" || testjson.Str(h.Body, "checks", "disk") != "low" ||
+				testjson.Str(h.Body, "checks", "store") != "ok" || testjson.Field(h.Body, "disk", "writable") != false || m <= 0 || free <= 0 || free >= m+diskHeadroom {
 				t.Errorf("health while writes are refused: %d %s", h.Status, h.Raw)
 			}
 		}
@@ -175,7 +176,7 @@ func TestDiskFullEndToEnd(t *testing.T) {
 			t.Fatalf("after freeing space: %v", err)
 		}
 		if r.Status == http.StatusCreated {
-			acked[str(r.Body, "id")] = blob
+			acked[testjson.Str(r.Body, "id")] = blob
 			break
 		}
 		if r.Status != http.StatusInsufficientStorage || time.Now().After(resumeBy) {
@@ -183,7 +184,7 @@ func TestDiskFullEndToEnd(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if h := s.do(http.MethodGet, "/healthz", "", nil); h.Status != http.StatusOK || str(h.Body, "status") != "ok" || field(h.Body, "disk", "writable") != true {
+	if h := s.do(http.MethodGet, "/healthz", "", nil); h.Status != http.StatusOK || testjson.Str(h.Body, "status") != "ok" || testjson.Field(h.Body, "disk", "writable") != true {
 		t.Errorf("health once space was freed: %d %s", h.Status, h.Raw)
 	}
 	if n := strings.Count(s.stderr(), "has room again"); n != 1 {
@@ -204,7 +205,7 @@ func TestDiskFullEndToEnd(t *testing.T) {
 		if err != nil || r.Status != http.StatusCreated {
 			t.Fatalf("a token before the crash: %v %d %s", err, r.Status, r.Raw)
 		}
-		acked[str(r.Body, "id")] = blob
+		acked[testjson.Str(r.Body, "id")] = blob
 	}
 	s.kill()
 	refusedStart(t, fsDir, opts)
@@ -246,7 +247,7 @@ func readAllTokens(t *testing.T, s *server, key string, acked map[string]string)
 	bad := 0
 	for id, blob := range acked {
 		r := s.do(http.MethodGet, "/tokens/"+id, key, nil)
-		if r.Status != http.StatusOK || str(r.Body, "data", "blob") != blob {
+		if r.Status != http.StatusOK || testjson.Str(r.Body, "data", "blob") != blob {
 			if bad++; bad <= 3 {
 				t.Errorf("acknowledged token %s: %d %.200s", id, r.Status, r.Raw)
 			}

@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tokenvault/tokenvault/internal/testjson"
 )
 
 // billingApp is a private application that may read tokens.
@@ -37,7 +39,7 @@ func TestMasterKeyFileAndRestart(t *testing.T) {
 
 	ct := s.createTenant("Quick Start Co")
 	r := s.expect(http.StatusOK, http.MethodGet, "/tenants/self", ct.Key, nil)
-	if str(r.Body, "id") != ct.Tenant.ID || str(r.Body, "name") != "Quick Start Co" {
+	if testjson.Str(r.Body, "id") != ct.Tenant.ID || testjson.Str(r.Body, "name") != "Quick Start Co" {
 		t.Errorf("GET /tenants/self = %s, want tenant %s named Quick Start Co", r.Raw, ct.Tenant.ID)
 	}
 
@@ -54,21 +56,21 @@ func TestMasterKeyFileAndRestart(t *testing.T) {
 	}
 
 	r = s.expect(http.StatusCreated, http.MethodPost, "/applications", ct.Key, billingApp)
-	appID, appKey := str(r.Body, "id"), str(r.Body, "key")
+	appID, appKey := testjson.Str(r.Body, "id"), testjson.Str(r.Body, "key")
 	if appID == "" || !strings.HasPrefix(appKey, "key_test_") {
 		t.Fatalf("POST /applications: no id or key: %s", r.Raw)
 	}
-	if k0 := str(r.Body, "keys", 0, "key"); k0 != appKey {
+	if k0 := testjson.Str(r.Body, "keys", 0, "key"); k0 != appKey {
 		t.Errorf("keys[0].key = %q, want the same key as key", k0)
 	}
-	if str(r.Body, "type") != "private" || str(r.Body, "name") != "billing" {
+	if testjson.Str(r.Body, "type") != "private" || testjson.Str(r.Body, "name") != "billing" {
 		t.Errorf("created application: %s", r.Raw)
 	}
-	if perms, _ := field(r.Body, "permissions").([]any); len(perms) != 1 || perms[0] != "token:read" {
-		t.Errorf("permissions = %v, want [token:read]", field(r.Body, "permissions"))
+	if perms, _ := testjson.Field(r.Body, "permissions").([]any); len(perms) != 1 || perms[0] != "token:read" {
+		t.Errorf("permissions = %v, want [token:read]", testjson.Field(r.Body, "permissions"))
 	}
 	r = s.expect(http.StatusOK, http.MethodGet, "/applications/key", appKey, nil)
-	if str(r.Body, "id") != appID {
+	if testjson.Str(r.Body, "id") != appID {
 		t.Errorf("GET /applications/key with the billing key = %s, want application %s", r.Raw, appID)
 	}
 	s.stopClean()
@@ -78,16 +80,16 @@ func TestMasterKeyFileAndRestart(t *testing.T) {
 		t.Errorf("the master key file changed across a restart")
 	}
 	r = s2.expect(http.StatusOK, http.MethodGet, "/tenants/self", ct.Key, nil)
-	if str(r.Body, "id") != ct.Tenant.ID || str(r.Body, "name") != "Quick Start Co" {
+	if testjson.Str(r.Body, "id") != ct.Tenant.ID || testjson.Str(r.Body, "name") != "Quick Start Co" {
 		t.Errorf("after restart GET /tenants/self = %s", r.Raw)
 	}
 	r = s2.expect(http.StatusOK, http.MethodGet, "/applications/"+appID, ct.Key, nil)
-	if str(r.Body, "name") != "billing" || str(r.Body, "type") != "private" {
+	if testjson.Str(r.Body, "name") != "billing" || testjson.Str(r.Body, "type") != "private" {
 		t.Errorf("after restart GET /applications/{id} = %s", r.Raw)
 	}
 	r = s2.expect(http.StatusOK, http.MethodGet, "/applications/key", appKey, nil)
-	if str(r.Body, "id") != appID {
-		t.Errorf("after restart the billing key authenticates as %s, want %s", str(r.Body, "id"), appID)
+	if testjson.Str(r.Body, "id") != appID {
+		t.Errorf("after restart the billing key authenticates as %s, want %s", testjson.Str(r.Body, "id"), appID)
 	}
 	s2.stopClean()
 }
@@ -113,7 +115,7 @@ func TestAuthentication(t *testing.T) {
 
 	victimID, revokedKey, revokedKeyID := s.createApp(ct.Key, map[string]any{"name": "victim", "type": "private", "permissions": []string{"token:read"}})
 	r := s.expect(http.StatusCreated, http.MethodPost, "/applications/"+victimID+"/keys", ct.Key, nil)
-	survivorKey := str(r.Body, "key")
+	survivorKey := testjson.Str(r.Body, "key")
 	goneID, goneKey, _ := s.createApp(ct.Key, map[string]any{"name": "gone", "type": "private", "permissions": []string{"token:read"}})
 	for _, k := range []string{revokedKey, survivorKey, goneKey} {
 		s.expect(http.StatusOK, http.MethodGet, "/applications/key", k, nil)
@@ -175,8 +177,8 @@ func TestPermissions(t *testing.T) {
 	r := s.do(http.MethodPut, "/tenants/self", readerKey, map[string]any{"name": "Renamed"})
 	wantProblem(t, r, http.StatusForbidden, "PUT /tenants/self with only tenant:read")
 	r = s.expect(http.StatusOK, http.MethodGet, "/tenants/self", ct.Key, nil)
-	if str(r.Body, "name") != "Perm Co" {
-		t.Errorf("a refused PUT renamed the tenant to %q", str(r.Body, "name"))
+	if testjson.Str(r.Body, "name") != "Perm Co" {
+		t.Errorf("a refused PUT renamed the tenant to %q", testjson.Str(r.Body, "name"))
 	}
 	wantProblem(t, s.do(http.MethodGet, "/applications", readerKey, nil), http.StatusForbidden, "GET /applications with only tenant:read")
 
@@ -188,7 +190,7 @@ func TestPermissions(t *testing.T) {
 
 	r = s.expect(http.StatusOK, http.MethodGet, "/applications?size=100", ct.Key, nil)
 	for _, a := range listData(r) {
-		if str(a, "name") == "sneaky" {
+		if testjson.Str(a, "name") == "sneaky" {
 			t.Errorf("a refused POST created an application: %v", a)
 		}
 	}
@@ -197,7 +199,7 @@ func TestPermissions(t *testing.T) {
 
 // listData returns the data array of a list response.
 func listData(r apiResponse) []any {
-	d, _ := field(r.Body, "data").([]any)
+	d, _ := testjson.Field(r.Body, "data").([]any)
 	return d
 }
 
@@ -240,7 +242,7 @@ func TestTenantIsolation(t *testing.T) {
 		t.Errorf("tenant A lists %d applications, want 2: %s", len(data), r.Raw)
 	}
 	for _, app := range data {
-		if str(app, "id") == bAppID || str(app, "tenant_id") != a.Tenant.ID {
+		if testjson.Str(app, "id") == bAppID || testjson.Str(app, "tenant_id") != a.Tenant.ID {
 			t.Errorf("tenant A's list holds %v", app)
 		}
 	}
@@ -251,7 +253,7 @@ func TestTenantIsolation(t *testing.T) {
 
 	// B's application is untouched and its key still works.
 	r = s.expect(http.StatusOK, http.MethodGet, "/applications/"+bAppID, b.Key, nil)
-	if str(r.Body, "name") != "b-secret-app" {
+	if testjson.Str(r.Body, "name") != "b-secret-app" {
 		t.Errorf("B's application after A's attempts: %s", r.Raw)
 	}
 	r = s.expect(http.StatusOK, http.MethodGet, "/applications/"+bAppID+"/keys", b.Key, nil)
@@ -269,13 +271,13 @@ func TestKeys(t *testing.T) {
 	appID, firstKey, firstKeyID := s.createApp(ct.Key, billingApp)
 
 	r := s.expect(http.StatusCreated, http.MethodPost, "/applications/"+appID+"/keys", ct.Key, nil)
-	secondKey, secondKeyID := str(r.Body, "key"), str(r.Body, "id")
+	secondKey, secondKeyID := testjson.Str(r.Body, "key"), testjson.Str(r.Body, "id")
 	if !strings.HasPrefix(secondKey, "key_test_") || secondKeyID == "" || secondKey == firstKey {
 		t.Fatalf("POST /applications/{id}/keys: %s", r.Raw)
 	}
 	for _, k := range []string{firstKey, secondKey} {
 		r = s.expect(http.StatusOK, http.MethodGet, "/applications/key", k, nil)
-		if str(r.Body, "id") != appID {
+		if testjson.Str(r.Body, "id") != appID {
 			t.Errorf("GET /applications/key = %s, want %s", r.Raw, appID)
 		}
 	}
@@ -290,12 +292,12 @@ func TestKeys(t *testing.T) {
 	s.expect(http.StatusNoContent, http.MethodDelete, "/applications/"+appID+"/keys/"+firstKeyID, ct.Key, nil)
 	wantProblem(t, s.do(http.MethodGet, "/applications/key", firstKey, nil), http.StatusUnauthorized, "the revoked key")
 	r = s.expect(http.StatusOK, http.MethodGet, "/applications/key", secondKey, nil)
-	if str(r.Body, "id") != appID {
-		t.Errorf("the other key authenticates as %s, want %s", str(r.Body, "id"), appID)
+	if testjson.Str(r.Body, "id") != appID {
+		t.Errorf("the other key authenticates as %s, want %s", testjson.Str(r.Body, "id"), appID)
 	}
 	wantProblem(t, s.do(http.MethodDelete, "/applications/"+appID+"/keys/"+firstKeyID, ct.Key, nil), http.StatusNotFound, "deleting a revoked key again")
 	r = s.expect(http.StatusOK, http.MethodGet, "/applications/"+appID+"/keys", ct.Key, nil)
-	if keys, _ := r.Body.([]any); len(keys) != 1 || str(keys[0], "id") != secondKeyID {
+	if keys, _ := r.Body.([]any); len(keys) != 1 || testjson.Str(keys[0], "id") != secondKeyID {
 		t.Errorf("after revoking, keys = %s, want only %s", r.Raw, secondKeyID)
 	}
 }
@@ -310,7 +312,7 @@ func TestTenantDelete(t *testing.T) {
 
 	appID, appKey, _ := s.createApp(doomed.Key, billingApp)
 	r := s.expect(http.StatusCreated, http.MethodPost, "/applications/"+appID+"/keys", doomed.Key, nil)
-	extraKey := str(r.Body, "key")
+	extraKey := testjson.Str(r.Body, "key")
 	_, mgmt2Key, _ := s.createApp(doomed.Key, map[string]any{"name": "ops", "type": "management", "permissions": []string{"tenant:read"}})
 	_, keepAppKey, _ := s.createApp(keep.Key, billingApp)
 
@@ -327,7 +329,7 @@ func TestTenantDelete(t *testing.T) {
 	list, _ := r.Body.([]any)
 	var ids []string
 	for _, tn := range list {
-		ids = append(ids, str(tn, "id"))
+		ids = append(ids, testjson.Str(tn, "id"))
 	}
 	if slices.Contains(ids, doomed.Tenant.ID) {
 		t.Errorf("admin GET /vault/tenants still lists the deleted tenant: %s", r.Raw)
@@ -353,7 +355,7 @@ func TestDiskScan(t *testing.T) {
 	billingID, billingKey, _ := s.createApp(ct.Key, map[string]any{"name": names[1], "type": "private", "permissions": []string{"token:read"}})
 	_, opsKey, _ := s.createApp(ct.Key, map[string]any{"name": names[2], "type": "management", "permissions": []string{"application:read"}})
 	r := s.expect(http.StatusCreated, http.MethodPost, "/applications/"+billingID+"/keys", ct.Key, nil)
-	extraKey := str(r.Body, "key")
+	extraKey := testjson.Str(r.Body, "key")
 	s.expect(http.StatusOK, http.MethodPut, "/tenants/self", ct.Key, map[string]any{"name": names[3]})
 
 	masterRaw, _ := base64.StdEncoding.DecodeString(masterKeyA)
@@ -442,7 +444,7 @@ func TestRefusedStarts(t *testing.T) {
 	}
 	// The running server is unharmed.
 	r := s1.expect(http.StatusOK, http.MethodGet, "/tenants/self", ct.Key, nil)
-	if str(r.Body, "id") != ct.Tenant.ID {
+	if testjson.Str(r.Body, "id") != ct.Tenant.ID {
 		t.Errorf("after the refused second server: %s", r.Raw)
 	}
 	s1.createApp(ct.Key, billingApp)
@@ -559,7 +561,7 @@ func reloadUnderLoad(t *testing.T, keepAlive bool) {
 					failures.Add(1)
 					res.fail(fmt.Sprintf("worker %d request %d: status %d: %s", g, i, r.Status, r.Raw))
 				default:
-					res.add(str(r.Body, "id"))
+					res.add(testjson.Str(r.Body, "id"))
 				}
 			}
 		}()
@@ -601,7 +603,7 @@ func reloadUnderLoad(t *testing.T, keepAlive bool) {
 	}
 	// A failed create left nothing behind, so a client may safely retry it.
 	r := s.expect(http.StatusOK, http.MethodGet, "/applications?size=1", ct.Key, nil)
-	if total, _ := field(r.Body, "pagination", "total_items").(float64); int(total) != len(res.ids)+1 {
+	if total, _ := testjson.Field(r.Body, "pagination", "total_items").(float64); int(total) != len(res.ids)+1 {
 		t.Errorf("total_items = %v, want %d (acknowledged creates + the management application)", total, len(res.ids)+1)
 	}
 	if strings.Contains(s.stderr(), `"level":"error"`) {
@@ -631,7 +633,7 @@ func verifyReadable(t *testing.T, s *server, key string, ids []string) int {
 					return
 				}
 				r, err := s.request(http.MethodGet, "/applications/"+ids[i], key, nil)
-				if err == nil && r.Status == http.StatusOK && str(r.Body, "id") == ids[i] {
+				if err == nil && r.Status == http.StatusOK && testjson.Str(r.Body, "id") == ids[i] {
 					continue
 				}
 				missing.Add(1)
@@ -711,7 +713,7 @@ func TestKill9(t *testing.T) {
 						}
 						return
 					case r.Status == http.StatusCreated:
-						res.add(str(r.Body, "id"))
+						res.add(testjson.Str(r.Body, "id"))
 					default:
 						errs.Add(1)
 						res.fail(fmt.Sprintf("status %d: %s", r.Status, r.Raw))
@@ -741,7 +743,7 @@ func TestAccessLog(t *testing.T) {
 	ct := s.createTenant("Log Co")
 	appID, appKey, _ := s.createApp(ct.Key, billingApp)
 	r := s.expect(http.StatusCreated, http.MethodPost, "/applications/"+appID+"/keys", ct.Key, nil)
-	extraKey := str(r.Body, "key")
+	extraKey := testjson.Str(r.Body, "key")
 	keys := []string{ct.Key, appKey, extraKey}
 
 	traces := []string{}
@@ -873,7 +875,7 @@ func TestErrors(t *testing.T) {
 		if wantField == "" {
 			return
 		}
-		errs, _ := field(r.Body, "errors").(map[string]any)
+		errs, _ := testjson.Field(r.Body, "errors").(map[string]any)
 		if _, ok := errs[wantField]; !ok {
 			t.Errorf("%s: errors %v do not name %q; body %s", what, errs, wantField, r.Raw)
 		}
@@ -893,7 +895,7 @@ func TestErrors(t *testing.T) {
 
 	// Collection paths with and without a trailing slash.
 	r = s.expect(http.StatusCreated, http.MethodPost, "/applications/", k, billingApp)
-	slashID := str(r.Body, "id")
+	slashID := testjson.Str(r.Body, "id")
 	s.expect(http.StatusCreated, http.MethodPost, "/applications", k, billingApp)
 	for _, p := range []string{"/applications", "/applications/"} {
 		r = s.expect(http.StatusOK, http.MethodGet, p, k, nil)

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tokenvault/tokenvault/internal/testjson"
 )
 
 // exampleServer prepares a server on the repository's Caddyfile.example,
@@ -64,11 +66,11 @@ func TestExampleServesEveryLoopbackName(t *testing.T) {
 			t.Errorf("POST %s/tokens: %v", base, err)
 			continue
 		}
-		if r.Status != http.StatusCreated || str(r.Body, "id") == "" {
+		if r.Status != http.StatusCreated || testjson.Str(r.Body, "id") == "" {
 			t.Errorf("POST %s/tokens: %d %s", base, r.Status, r.Raw)
 			continue
 		}
-		ids = append(ids, str(r.Body, "id"))
+		ids = append(ids, testjson.Str(r.Body, "id"))
 	}
 	for _, id := range ids { // one vault behind every name
 		s.expect(http.StatusOK, http.MethodGet, "/tokens/"+id, key, nil)

@@ -25,6 +25,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tokenvault/tokenvault/internal/testjson"
 )
 
 // Bounds of the harness: every wait in it ends.
@@ -656,41 +658,11 @@ func metricValue(body, name string) string {
 func (s *server) createApp(mgmtKey string, body any) (id, key, keyID string) {
 	s.t.Helper()
 	r := s.expect(http.StatusCreated, http.MethodPost, "/applications", mgmtKey, body)
-	id, key, keyID = str(r.Body, "id"), str(r.Body, "key"), str(r.Body, "keys", 0, "id")
+	id, key, keyID = testjson.Str(r.Body, "id"), testjson.Str(r.Body, "key"), testjson.Str(r.Body, "keys", 0, "id")
 	if id == "" || !strings.HasPrefix(key, "key_test_") || keyID == "" {
 		s.t.Fatalf("POST /applications: incomplete answer: %s", r.Raw)
 	}
 	return id, key, keyID
-}
-
-// field walks a decoded JSON value by object member names and array
-// indexes; nil when the path does not exist.
-func field(v any, path ...any) any {
-	for _, p := range path {
-		switch k := p.(type) {
-		case string:
-			m, ok := v.(map[string]any)
-			if !ok {
-				return nil
-			}
-			v = m[k]
-		case int:
-			a, ok := v.([]any)
-			if !ok || k < 0 || k >= len(a) {
-				return nil
-			}
-			v = a[k]
-		default:
-			return nil
-		}
-	}
-	return v
-}
-
-// str is field as a string; "" when it is not one.
-func str(v any, path ...any) string {
-	s, _ := field(v, path...).(string)
-	return s
 }
 
 // isProblem reports whether r is an RFC 7807 body with its content type

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tokenvault/tokenvault/internal/testjson"
 )
 
 // writeBINTable writes a BIN table file listing 42424242 with funding.
@@ -36,11 +38,11 @@ func TestBINTableAndIntentsE2E(t *testing.T) {
 
 	card := map[string]any{"type": "card", "data": map[string]any{"number": "4242424242424242", "expiration_month": 1, "expiration_year": 2032, "cvc": "321"}}
 	tok := s.expect(http.StatusCreated, http.MethodPost, "/tokens", key, card)
-	id := str(tok.Body, "id")
-	if got := str(tok.Body, "card", "funding"); got != "credit" || str(tok.Body, "card", "issuer", "name") != "E2E Bank" {
+	id := testjson.Str(tok.Body, "id")
+	if got := testjson.Str(tok.Body, "card", "funding"); got != "credit" || testjson.Str(tok.Body, "card", "issuer", "name") != "E2E Bank" {
 		t.Fatalf("card details at start: %s", tok.Raw)
 	}
-	if got := str(s.expect(http.StatusOK, http.MethodGet, "/enrichments/card-details?bin=42424242", web, nil).Body, "funding"); got != "credit" {
+	if got := testjson.Str(s.expect(http.StatusOK, http.MethodGet, "/enrichments/card-details?bin=42424242", web, nil).Body, "funding"); got != "credit" {
 		t.Errorf("enrichment funding %q", got)
 	}
 
@@ -48,7 +50,7 @@ func TestBINTableAndIntentsE2E(t *testing.T) {
 	if err := s.reload(""); err != nil {
 		t.Fatal(err)
 	}
-	if got := str(s.expect(http.StatusOK, http.MethodGet, "/tokens/"+id, key, nil).Body, "card", "funding"); got != "debit" {
+	if got := testjson.Str(s.expect(http.StatusOK, http.MethodGet, "/tokens/"+id, key, nil).Body, "card", "funding"); got != "debit" {
 		t.Errorf("after a reload with a new table: funding %q", got)
 	}
 
@@ -59,21 +61,21 @@ func TestBINTableAndIntentsE2E(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "line 2") || !strings.Contains(err.Error(), "bin must be 6 to 8 digits") {
 		t.Errorf("reload with a malformed table: %v", err)
 	}
-	if got := str(s.expect(http.StatusOK, http.MethodGet, "/tokens/"+id, key, nil).Body, "card", "funding"); got != "debit" {
+	if got := testjson.Str(s.expect(http.StatusOK, http.MethodGet, "/tokens/"+id, key, nil).Body, "card", "funding"); got != "debit" {
 		t.Errorf("after a refused reload: funding %q", got)
 	}
 
 	ti := s.expect(http.StatusCreated, http.MethodPost, "/token-intents", web, card)
-	if str(ti.Body, "card", "last4") != "4242" || field(ti.Body, "data") != nil || strings.Contains(string(ti.Raw), "4242424242424242") {
+	if testjson.Str(ti.Body, "card", "last4") != "4242" || testjson.Field(ti.Body, "data") != nil || strings.Contains(string(ti.Raw), "4242424242424242") {
 		t.Fatalf("intent: %s", ti.Raw)
 	}
-	s.expect(http.StatusOK, http.MethodGet, "/token-intents/"+str(ti.Body, "id"), key, nil)
-	made := s.expect(http.StatusCreated, http.MethodPost, "/tokens", key, map[string]any{"token_intent_id": str(ti.Body, "id")})
-	got := s.expect(http.StatusOK, http.MethodGet, "/tokens/"+str(made.Body, "id"), reader, nil)
-	if str(got.Body, "data", "number") != "4242424242424242" || field(got.Body, "data", "cvc") != nil {
-		t.Errorf("token from intent: number shown %v, cvc %v", str(got.Body, "data", "number") != "", field(got.Body, "data", "cvc") != nil)
+	s.expect(http.StatusOK, http.MethodGet, "/token-intents/"+testjson.Str(ti.Body, "id"), key, nil)
+	made := s.expect(http.StatusCreated, http.MethodPost, "/tokens", key, map[string]any{"token_intent_id": testjson.Str(ti.Body, "id")})
+	got := s.expect(http.StatusOK, http.MethodGet, "/tokens/"+testjson.Str(made.Body, "id"), reader, nil)
+	if testjson.Str(got.Body, "data", "number") != "4242424242424242" || testjson.Field(got.Body, "data", "cvc") != nil {
+		t.Errorf("token from intent: number shown %v, cvc %v", testjson.Str(got.Body, "data", "number") != "", testjson.Field(got.Body, "data", "cvc") != nil)
 	}
-	r := s.do(http.MethodPost, "/tokens", key, map[string]any{"token_intent_id": str(ti.Body, "id")})
+	r := s.do(http.MethodPost, "/tokens", key, map[string]any{"token_intent_id": testjson.Str(ti.Body, "id")})
 	wantProblem(t, r, http.StatusBadRequest, "second use of an intent")
 	if !strings.Contains(string(r.Raw), "token_intent_id") {
 		t.Errorf("the refusal does not name token_intent_id: %s", r.Raw)

@@ -15,6 +15,8 @@ import (
 
 	"github.com/lestrrat-go/jwx/v3/jwa"
 	"github.com/lestrrat-go/jwx/v3/jwe"
+
+	"github.com/tokenvault/tokenvault/internal/testjson"
 )
 
 // e2eJWE encrypts payload to a client key as the vendor's Elements do,
@@ -137,37 +139,37 @@ func TestJWEAndDocumentsEndToEnd(t *testing.T) {
 		"token:create", "token:read", "documents:create", "documents:read", "documents:reveal", "documents:delete"}})
 
 	r := s.expect(http.StatusCreated, http.MethodPost, "/keys", mgmt, `{}`, "Content-Type", "application/json-patch+json")
-	keyID, pemText := str(r.Body, "key_id"), str(r.Body, "public_key_pem")
+	keyID, pemText := testjson.Str(r.Body, "key_id"), testjson.Str(r.Body, "public_key_pem")
 	const number = "4111111111111111"
 	card := fmt.Sprintf(`{"number":%q,"expiration_month":11,"expiration_year":2099,"cvc":"123"}`, number)
 	encrypted := e2eJWE(t, pemText, keyID, []byte(card))
 	r = s.expect(http.StatusCreated, http.MethodPost, "/tokens", app, map[string]any{"type": "card", "encrypted": encrypted})
-	tokenID := str(r.Body, "id")
-	if bytes.Contains(r.Raw, []byte(number)) || str(r.Body, "card", "last4") != "1111" {
+	tokenID := testjson.Str(r.Body, "id")
+	if bytes.Contains(r.Raw, []byte(number)) || testjson.Str(r.Body, "card", "last4") != "1111" {
 		t.Errorf("the created card token: %s", r.Raw)
 	}
 	r = s.expect(http.StatusOK, http.MethodGet, "/tokens/"+tokenID, app, nil)
-	if str(r.Body, "data", "number") == number {
+	if testjson.Str(r.Body, "data", "number") == number {
 		t.Errorf("a masked reader sees the number: %s", r.Raw)
 	}
 	tampered := []byte(encrypted)
 	tampered[len(tampered)-30] ^= 1 // inside the ciphertext or the tag
 	r = s.do(http.MethodPost, "/tokens", app, map[string]any{"type": "card", "encrypted": string(tampered)})
-	if r.Status != http.StatusBadRequest || str(r.Body, "errors", "encrypted", 0) != "could not be decrypted" {
+	if r.Status != http.StatusBadRequest || testjson.Str(r.Body, "errors", "encrypted", 0) != "could not be decrypted" {
 		t.Errorf("tampered JWE: %d %s", r.Status, r.Raw)
 	}
 	s.expect(http.StatusNoContent, http.MethodDelete, "/keys/"+keyID, mgmt, nil)
 	r = s.do(http.MethodPost, "/tokens", app, map[string]any{"type": "card", "encrypted": e2eJWE(t, pemText, keyID, []byte(card))})
-	if r.Status != http.StatusBadRequest || str(r.Body, "errors", "encrypted", 0) != "could not be decrypted" {
+	if r.Status != http.StatusBadRequest || testjson.Str(r.Body, "errors", "encrypted", 0) != "could not be decrypted" {
 		t.Errorf("a deleted key's JWE: %d %s", r.Status, r.Raw)
 	}
 
 	const limit = 25 << 20
 	r = uploadStream(t, s, app, limit)
-	if r.Status != http.StatusCreated || str(r.Body, "content_type") != "image/png" || str(r.Body, "metadata", "kind") != "id-scan" {
+	if r.Status != http.StatusCreated || testjson.Str(r.Body, "content_type") != "image/png" || testjson.Str(r.Body, "metadata", "kind") != "id-scan" {
 		t.Fatalf("a 25 MB upload: %d %s", r.Status, r.Raw)
 	}
-	docID := str(r.Body, "id")
+	docID := testjson.Str(r.Body, "id")
 	want := sha256.New()
 	io.Copy(want, &docBytes{n: limit})
 	n, got, hdr := downloadDigest(t, s, app, docID)

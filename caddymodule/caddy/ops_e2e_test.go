@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/tokenvault/tokenvault/internal/testjson"
 )
 
 // TestOperationsEndToEnd: rate limits (kept across a reload), health,
@@ -31,11 +33,11 @@ func TestOperationsEndToEnd(t *testing.T) {
 
 	t.Run("health", func(t *testing.T) {
 		r := s.adminGet("/vault/health")
-		if r.Status != http.StatusOK || str(r.Body, "status") != "ok" || str(r.Body, "checks", "store") != "ok" {
+		if r.Status != http.StatusOK || testjson.Str(r.Body, "status") != "ok" || testjson.Str(r.Body, "checks", "store") != "ok" {
 			t.Errorf("admin health: %d %s", r.Status, r.Raw)
 		}
 		r = s.do(http.MethodGet, "/healthz", "", nil)
-		if r.Status != http.StatusOK || str(r.Body, "status") != "ok" {
+		if r.Status != http.StatusOK || testjson.Str(r.Body, "status") != "ok" {
 			t.Errorf("vault_api health_path: %d %s", r.Status, r.Raw)
 		}
 	})
@@ -90,8 +92,8 @@ func TestOperationsEndToEnd(t *testing.T) {
 		if r.Status != http.StatusOK {
 			t.Fatalf("logs: %d %s", r.Status, r.Raw)
 		}
-		data, _ := field(r.Body, "data").([]any)
-		if len(data) != 1 || str(data[0], "operation") != "create" || str(data[0], "actor_type") != "application" {
+		data, _ := testjson.Field(r.Body, "data").([]any)
+		if len(data) != 1 || testjson.Str(data[0], "operation") != "create" || testjson.Str(data[0], "actor_type") != "application" {
 			t.Errorf("token records: %s", r.Raw)
 		}
 		if strings.Contains(string(r.Raw), "4242424242424242") {

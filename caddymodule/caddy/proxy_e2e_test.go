@@ -20,6 +20,8 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+
+	"github.com/tokenvault/tokenvault/internal/testjson"
 )
 
 // egressLoopback lets proxies reach the test's destinations on loopback
@@ -202,7 +204,7 @@ func wantProxyError(t *testing.T, r apiResponse, want int, what string) {
 	if h := r.Header.Get("Svc-Proxy-Destination-Status"); h != "" {
 		t.Errorf("%s: a proxy error with Svc-Proxy-Destination-Status %q", what, h)
 	}
-	pe, ok := field(r.Body, "proxy_error").(map[string]any)
+	pe, ok := testjson.Field(r.Body, "proxy_error").(map[string]any)
 	if !ok {
 		t.Errorf("%s: body without a proxy_error object: %s", what, r.Raw)
 		return
@@ -210,7 +212,7 @@ func wantProxyError(t *testing.T, r apiResponse, want int, what string) {
 	if st, _ := pe["status"].(float64); int(st) != want {
 		t.Errorf("%s: proxy_error.status %v, want %d", what, pe["status"], want)
 	}
-	if str(pe, "detail") == "" && field(pe, "errors") == nil {
+	if testjson.Str(pe, "detail") == "" && testjson.Field(pe, "errors") == nil {
 		t.Errorf("%s: proxy_error without detail or errors: %s", what, r.Raw)
 	}
 }
@@ -220,7 +222,7 @@ func wantProxyError(t *testing.T, r apiResponse, want int, what string) {
 func wantFieldError(t *testing.T, r apiResponse, name, what string, mention ...string) {
 	t.Helper()
 	wantProblem(t, r, http.StatusBadRequest, what)
-	msgs, ok := field(r.Body, "errors", name).([]any)
+	msgs, ok := testjson.Field(r.Body, "errors", name).([]any)
 	if !ok || len(msgs) == 0 {
 		t.Errorf("%s: errors do not name %s: %s", what, name, r.Raw)
 		return
@@ -236,7 +238,7 @@ func wantFieldError(t *testing.T, r apiResponse, name, what string, mention ...s
 func createProxy(t *testing.T, s *server, mgmtKey string, body map[string]any) (id, key string) {
 	t.Helper()
 	r := s.expect(http.StatusCreated, http.MethodPost, "/proxies", mgmtKey, body)
-	id, key = str(r.Body, "id"), str(r.Body, "key")
+	id, key = testjson.Str(r.Body, "id"), testjson.Str(r.Body, "key")
 	if id == "" || key == "" {
 		t.Fatalf("POST /proxies: no id or key: %s", r.Raw)
 	}
@@ -247,7 +249,7 @@ func createProxy(t *testing.T, s *server, mgmtKey string, body map[string]any) (
 func createToken(t *testing.T, s *server, key, body string) string {
 	t.Helper()
 	r := s.expect(http.StatusCreated, http.MethodPost, "/tokens", key, body)
-	id := str(r.Body, "id")
+	id := testjson.Str(r.Body, "id")
 	if id == "" {
 		t.Fatalf("POST /tokens: no id: %s", r.Raw)
 	}
@@ -284,11 +286,11 @@ func TestProxyEndToEnd(t *testing.T) {
 	otherCardID := createToken(t, s, otherKey, `{"type":"card","data":{"number":"4000056655665556","expiration_month":1,"expiration_year":2031}}`)
 
 	r := s.expect(http.StatusCreated, http.MethodPost, "/proxies", mgmt, map[string]any{"name": "charges", "destination_url": dest.url + "/base"})
-	mainID, mainKey := str(r.Body, "id"), str(r.Body, "key")
-	if mainID == "" || mainKey == "" || field(r.Body, "require_auth") != true {
+	mainID, mainKey := testjson.Str(r.Body, "id"), testjson.Str(r.Body, "key")
+	if mainID == "" || mainKey == "" || testjson.Field(r.Body, "require_auth") != true {
 		t.Fatalf("POST /proxies: want id, key and require_auth true: %s", r.Raw)
 	}
-	if str(r.Body, "destination_url") != dest.url+"/base" || str(r.Body, "name") != "charges" {
+	if testjson.Str(r.Body, "destination_url") != dest.url+"/base" || testjson.Str(r.Body, "name") != "charges" {
 		t.Errorf("POST /proxies answer: %s", r.Raw)
 	}
 	_, errKey := createProxy(t, s, mgmt, map[string]any{"name": "errors", "destination_url": errDest.url + "/base"})
@@ -316,19 +318,19 @@ func TestProxyEndToEnd(t *testing.T) {
 		if err := dec.Decode(&body); err != nil {
 			t.Fatalf("destination body is not JSON (%v): %s", err, got.Body)
 		}
-		if n := str(body, "card", "number"); n != e2ePAN {
+		if n := testjson.Str(body, "card", "number"); n != e2ePAN {
 			t.Errorf("card.number = %q, want the card number", n)
 		}
 		whole, ok := body["whole"].(map[string]any)
 		if !ok {
 			t.Errorf("whole is not the embedded token data object: %s", got.Body)
-		} else if str(whole, "number") != e2ePAN || fmt.Sprint(whole["expiration_year"]) != "2030" {
+		} else if testjson.Str(whole, "number") != e2ePAN || fmt.Sprint(whole["expiration_year"]) != "2030" {
 			t.Errorf("whole = %v, want the card data", whole)
 		}
 		if !bytes.Contains(got.Body, []byte(`"n":`+bigNumber)) {
 			t.Errorf("destination body does not carry n as the exact number %s: %s", bigNumber, got.Body)
 		}
-		if text := str(body, "text"); text != "last4 4242" {
+		if text := testjson.Str(body, "text"); text != "last4 4242" {
 			t.Errorf("text = %q, want %q", text, "last4 4242")
 		}
 		if ct := got.Header.Get("Content-Type"); ct != "application/json" {
@@ -652,16 +654,16 @@ func TestProxyEndToEnd(t *testing.T) {
 
 	t.Run("crud", func(t *testing.T) {
 		r := expectT(t, s, http.StatusCreated, http.MethodPost, "/proxies", mgmt, map[string]any{"name": "pay-alpha", "destination_url": dest.url + "/alpha"})
-		alphaID, alphaKey := str(r.Body, "id"), str(r.Body, "key")
+		alphaID, alphaKey := testjson.Str(r.Body, "id"), testjson.Str(r.Body, "key")
 		r = expectT(t, s, http.StatusCreated, http.MethodPost, "/proxies", mgmt, map[string]any{"name": "Pay-Beta", "destination_url": dest.url + "/beta"})
-		betaID := str(r.Body, "id")
+		betaID := testjson.Str(r.Body, "id")
 		r = expectT(t, s, http.StatusCreated, http.MethodPost, "/proxies", mgmt, map[string]any{"name": "gateway", "destination_url": dest.url + "/gw"})
-		gwID := str(r.Body, "id")
+		gwID := testjson.Str(r.Body, "id")
 
 		names := func(r apiResponse) []string {
 			var out []string
 			for _, p := range listData(r) {
-				out = append(out, str(p, "name"))
+				out = append(out, testjson.Str(p, "name"))
 			}
 			return out
 		}
@@ -685,8 +687,8 @@ func TestProxyEndToEnd(t *testing.T) {
 		}
 
 		r = expectT(t, s, http.StatusOK, http.MethodGet, "/proxies/"+betaID, mgmt, nil)
-		if str(r.Body, "name") != "Pay-Beta" || str(r.Body, "destination_url") != dest.url+"/beta" ||
-			field(r.Body, "require_auth") != true || str(r.Body, "tenant_id") != ct.Tenant.ID {
+		if testjson.Str(r.Body, "name") != "Pay-Beta" || testjson.Str(r.Body, "destination_url") != dest.url+"/beta" ||
+			testjson.Field(r.Body, "require_auth") != true || testjson.Str(r.Body, "tenant_id") != ct.Tenant.ID {
 			t.Errorf("GET /proxies/{id}: %s", r.Raw)
 		}
 		wantProblem(t, s.do(http.MethodGet, "/proxies/"+uuid.NewString(), mgmt, nil), http.StatusNotFound, "GET an unknown proxy")
@@ -696,7 +698,7 @@ func TestProxyEndToEnd(t *testing.T) {
 		wantFieldError(t, s.do(http.MethodPut, "/proxies/"+betaID, mgmt, map[string]any{"destination_url": dest.url + "/beta2"}), "name", "PUT without name")
 		wantFieldError(t, s.do(http.MethodPut, "/proxies/"+betaID, mgmt, map[string]any{"name": "Pay-Beta"}), "destination_url", "PUT without destination_url")
 		r = expectT(t, s, http.StatusOK, http.MethodPut, "/proxies/"+betaID, mgmt, map[string]any{"name": "Pay-Beta", "destination_url": dest.url + "/beta2", "require_auth": false})
-		if str(r.Body, "destination_url") != dest.url+"/beta2" || field(r.Body, "require_auth") != false || str(r.Body, "id") != betaID {
+		if testjson.Str(r.Body, "destination_url") != dest.url+"/beta2" || testjson.Field(r.Body, "require_auth") != false || testjson.Str(r.Body, "id") != betaID {
 			t.Errorf("PUT answer: %s", r.Raw)
 		}
 
@@ -704,7 +706,7 @@ func TestProxyEndToEnd(t *testing.T) {
 		expectT(t, s, http.StatusNoContent, http.MethodPatch, "/proxies/"+gwID, mgmt,
 			map[string]any{"name": "gateway-renamed", "destination_url": dest.url + "/gw2"}, "Content-Type", "application/merge-patch+json")
 		r = expectT(t, s, http.StatusOK, http.MethodGet, "/proxies/"+gwID, mgmt, nil)
-		if str(r.Body, "name") != "gateway-renamed" || str(r.Body, "destination_url") != dest.url+"/gw2" || field(r.Body, "require_auth") != true {
+		if testjson.Str(r.Body, "name") != "gateway-renamed" || testjson.Str(r.Body, "destination_url") != dest.url+"/gw2" || testjson.Field(r.Body, "require_auth") != true {
 			t.Errorf("after PATCH: %s", r.Raw)
 		}
 		wantProblem(t, s.do(http.MethodPatch, "/proxies/"+gwID, mgmt, map[string]any{"name": "x"}), http.StatusUnsupportedMediaType, "PATCH with application/json")
@@ -720,7 +722,7 @@ func TestProxyEndToEnd(t *testing.T) {
 		wantFieldError(t, s.do(http.MethodPost, "/proxies", mgmt, map[string]any{"name": strings.Repeat("n", 201), "destination_url": dest.url}),
 			"name", "name of 201 characters")
 		r = expectT(t, s, http.StatusCreated, http.MethodPost, "/proxies", mgmt, map[string]any{"name": strings.Repeat("n", 200), "destination_url": dest.url})
-		expectT(t, s, http.StatusNoContent, http.MethodDelete, "/proxies/"+str(r.Body, "id"), mgmt, nil)
+		expectT(t, s, http.StatusNoContent, http.MethodDelete, "/proxies/"+testjson.Str(r.Body, "id"), mgmt, nil)
 		wantFieldError(t, s.do(http.MethodPost, "/proxies", mgmt, map[string]any{"name": "x", "destination_url": dest.url, "application": map[string]any{"id": uuid.NewString()}}),
 			"application.id", "unknown application")
 
@@ -776,7 +778,7 @@ func TestProxyEndToEnd(t *testing.T) {
 		}
 		var list []map[string]any
 		if err := json.Unmarshal([]byte(out), &list); err != nil || len(list) != 1 ||
-			str(list[0], "hostname") != "pay.example.test" || str(list[0], "proxy_id") != mainID {
+			testjson.Str(list[0], "hostname") != "pay.example.test" || testjson.Str(list[0], "proxy_id") != mainID {
 			t.Errorf("caddy vault hostname list printed %s (%v)", out, err)
 		}
 

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tokenvault/tokenvault/internal/testjson"
 )
 
 // TestREADMEQuickStart replays the README's quick start as a newcomer
@@ -279,13 +281,13 @@ func (q *quickStart) capture(output string) {
 		return // the proxy's answer is the destination's; nothing to take
 	}
 	switch {
-	case str(body, "tenant", "id") != "":
-		q.vars["MGMT"] = str(body, "key")
-	case str(body, "type") == "private":
-		q.vars["KEY"] = str(body, "key")
+	case testjson.Str(body, "tenant", "id") != "":
+		q.vars["MGMT"] = testjson.Str(body, "key")
+	case testjson.Str(body, "type") == "private":
+		q.vars["KEY"] = testjson.Str(body, "key")
 		q.markDone("backend")
-	case str(body, "type") == "card":
-		q.vars["TOKEN"] = str(body, "id")
+	case testjson.Str(body, "type") == "card":
+		q.vars["TOKEN"] = testjson.Str(body, "id")
 		q.markDone("token")
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tokenvault/tokenvault/internal/testjson"
 	"github.com/tokenvault/tokenvault/vaultstore/kv/postgres/pgtest"
 )
 
@@ -29,7 +30,7 @@ func TestRestoreIntoPostgres(t *testing.T) {
 		{"type": "token", "data": "hello"},
 		{"type": "card", "data": map[string]any{"number": "4242424242424242", "expiration_month": 12, "expiration_year": 2031}},
 	} {
-		id := str(s.expect(http.StatusCreated, http.MethodPost, "/tokens", revealKey, body).Body, "id")
+		id := testjson.Str(s.expect(http.StatusCreated, http.MethodPost, "/tokens", revealKey, body).Body, "id")
 		ids = append(ids, id)
 	}
 	for _, id := range ids {

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tokenvault/tokenvault/internal/testjson"
 )
 
 // TestKeyRotationEndToEnd: the master key rotates online, after which
@@ -20,13 +22,13 @@ func TestKeyRotationEndToEnd(t *testing.T) {
 	var ids []string
 	for i := 0; i < 300; i++ {
 		r := s.expect(http.StatusCreated, http.MethodPost, "/tokens", key, card)
-		ids = append(ids, str(r.Body, "id"))
+		ids = append(ids, testjson.Str(r.Body, "id"))
 	}
 	readAll := func(s *server) {
 		t.Helper()
 		for _, id := range ids {
 			r := s.do(http.MethodGet, "/tokens/"+id, key, nil)
-			if r.Status != http.StatusOK || str(r.Body, "data", "number") != "4242424242424242" {
+			if r.Status != http.StatusOK || testjson.Str(r.Body, "data", "number") != "4242424242424242" {
 				t.Fatalf("token %s: %d %s", id, r.Status, r.Raw)
 			}
 		}
@@ -56,7 +58,7 @@ func TestKeyRotationEndToEnd(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		r := s.adminGet("/vault/tenants/" + ct.Tenant.ID + "/data-keys")
-		versions, _ := field(r.Body, "versions").([]any)
+		versions, _ := testjson.Field(r.Body, "versions").([]any)
 		if r.Status == http.StatusOK && len(versions) == 1 && versions[0] == 2.0 {
 			break
 		}

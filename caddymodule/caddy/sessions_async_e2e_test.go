@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tokenvault/tokenvault/internal/testjson"
 )
 
 // TestSessionsThroughTheBinary: a public key creates a session, a private
@@ -21,11 +23,11 @@ func TestSessionsThroughTheBinary(t *testing.T) {
 	privID, privKey, _ := s.createApp(ct.Key, map[string]any{"name": "backend", "type": "private", "rules": []map[string]any{
 		{"priority": 1, "container": "/", "transform": "reveal", "permissions": []string{"token:create", "token:read"}},
 	}})
-	granted := str(s.expect(http.StatusCreated, http.MethodPost, "/tokens", privKey, map[string]any{"type": "token", "data": "e2e-session-visible"}).Body, "id")
-	other := str(s.expect(http.StatusCreated, http.MethodPost, "/tokens", privKey, map[string]any{"type": "token", "data": "e2e-session-hidden"}).Body, "id")
+	granted := testjson.Str(s.expect(http.StatusCreated, http.MethodPost, "/tokens", privKey, map[string]any{"type": "token", "data": "e2e-session-visible"}).Body, "id")
+	other := testjson.Str(s.expect(http.StatusCreated, http.MethodPost, "/tokens", privKey, map[string]any{"type": "token", "data": "e2e-session-hidden"}).Body, "id")
 
 	r := s.expect(http.StatusCreated, http.MethodPost, "/sessions", pubKey, nil)
-	sessionKey, nonce := str(r.Body, "session_key"), str(r.Body, "nonce")
+	sessionKey, nonce := testjson.Str(r.Body, "session_key"), testjson.Str(r.Body, "nonce")
 	wantProblem(t, s.do(http.MethodGet, "/tokens/"+granted, sessionKey, nil), http.StatusForbidden, "read before authorization")
 	wantProblem(t, s.do(http.MethodPost, "/sessions", privKey, nil), http.StatusForbidden, "a private key creates a session")
 	wantProblem(t, s.do(http.MethodPost, "/sessions/authorize", privKey, map[string]any{"nonce": "nope", "permissions": []string{"token:read"}}), http.StatusNotFound, "unknown nonce")
@@ -37,15 +39,15 @@ func TestSessionsThroughTheBinary(t *testing.T) {
 		"rules": []map[string]any{{"priority": 1, "transform": "reveal", "permissions": []string{"token:read"},
 			"conditions": []map[string]any{{"attribute": "id", "operator": "equals", "value": granted}}}},
 	})
-	if got := str(s.expect(http.StatusOK, http.MethodGet, "/tokens/"+granted, sessionKey, nil).Body, "data"); got != "e2e-session-visible" {
+	if got := testjson.Str(s.expect(http.StatusOK, http.MethodGet, "/tokens/"+granted, sessionKey, nil).Body, "data"); got != "e2e-session-visible" {
 		t.Fatalf("the session read %q", got)
 	}
 	wantProblem(t, s.do(http.MethodGet, "/tokens/"+other, sessionKey, nil), http.StatusForbidden, "read another token")
 
 	logs := s.expect(http.StatusOK, http.MethodGet, "/logs?entity_type=token&entity_id="+granted, ct.Key, nil)
 	found := false
-	for _, rec := range field(logs.Body, "data").([]any) {
-		if str(rec, "operation") == "read" && str(rec, "actor_type") == "session" && str(rec, "authorized_by") == privID {
+	for _, rec := range testjson.Field(logs.Body, "data").([]any) {
+		if testjson.Str(rec, "operation") == "read" && testjson.Str(rec, "actor_type") == "session" && testjson.Str(rec, "authorized_by") == privID {
 			found = true
 		}
 	}
@@ -88,7 +90,7 @@ func TestAsyncReactionsAcrossKill(t *testing.T) {
 	s := startServer(t, serverOpts{VaultExtra: extra})
 	ct := s.createTenant("async")
 	_, invoker, _ := s.createApp(ct.Key, map[string]any{"name": "invoker", "type": "private", "permissions": []string{"reactor:invoke"}})
-	reactor := str(s.expect(http.StatusCreated, http.MethodPost, "/reactors", ct.Key, map[string]any{"name": "spin", "code": `module.exports = async function (req) {
+	reactor := testjson.Str(s.expect(http.StatusCreated, http.MethodPost, "/reactors", ct.Key, map[string]any{"name": "spin", "code": `module.exports = async function (req) {
 	const end = Date.now() + (req.args.spin || 0);
 	while (Date.now() < end) {}
 	return { raw: { n: req.args.n } };
@@ -102,7 +104,7 @@ func TestAsyncReactionsAcrossKill(t *testing.T) {
 		for {
 			r := results(srv, id)
 			for _, w := range want {
-				if str(r.Body, "status") == w {
+				if testjson.Str(r.Body, "status") == w {
 					return r
 				}
 			}
@@ -114,7 +116,7 @@ func TestAsyncReactionsAcrossKill(t *testing.T) {
 	}
 	enqueue := func(args map[string]any) string {
 		t.Helper()
-		return str(s.expect(http.StatusAccepted, http.MethodPost, "/reactors/"+reactor+"/react-async", invoker, map[string]any{"args": args}).Body, "asyncReactorRequestId")
+		return testjson.Str(s.expect(http.StatusAccepted, http.MethodPost, "/reactors/"+reactor+"/react-async", invoker, map[string]any{"args": args}).Body, "asyncReactorRequestId")
 	}
 
 	before := enqueue(map[string]any{"n": 0})
@@ -128,7 +130,7 @@ func TestAsyncReactionsAcrossKill(t *testing.T) {
 		t.Errorf("429 without Retry-After")
 	}
 	for _, id := range queued {
-		if st := str(results(s, id).Body, "status"); st != "pending" {
+		if st := testjson.Str(results(s, id).Body, "status"); st != "pending" {
 			t.Fatalf("reaction %s is %s before the kill, want pending", id, st)
 		}
 	}
@@ -137,15 +139,15 @@ func TestAsyncReactionsAcrossKill(t *testing.T) {
 	s2 := startServer(t, serverOpts{Storage: s.opts.Storage, VaultExtra: extra})
 	for i, id := range queued {
 		r := waitStatus(s2, id, "completed", "failed")
-		if str(r.Body, "status") != "completed" || fmt.Sprint(field(r.Body, "raw", "n")) != fmt.Sprint(i+2) {
+		if testjson.Str(r.Body, "status") != "completed" || fmt.Sprint(testjson.Field(r.Body, "raw", "n")) != fmt.Sprint(i+2) {
 			t.Fatalf("queued reaction after the restart: %s", r.Raw)
 		}
 	}
 	r = waitStatus(s2, running, "completed", "failed")
-	if str(r.Body, "status") != "failed" || fmt.Sprint(field(r.Body, "error_status")) != "500" || !strings.Contains(str(r.Body, "error", "detail"), "not run again") {
+	if testjson.Str(r.Body, "status") != "failed" || fmt.Sprint(testjson.Field(r.Body, "error_status")) != "500" || !strings.Contains(testjson.Str(r.Body, "error", "detail"), "not run again") {
 		t.Fatalf("reaction running at the kill: %s", r.Raw)
 	}
-	if r := results(s2, before); str(r.Body, "status") != "completed" || fmt.Sprint(field(r.Body, "raw", "n")) != "0" {
+	if r := results(s2, before); testjson.Str(r.Body, "status") != "completed" || fmt.Sprint(testjson.Field(r.Body, "raw", "n")) != "0" {
 		t.Fatalf("result from before the kill: %s", r.Raw)
 	}
 

@@ -5,6 +5,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/tokenvault/tokenvault/internal/testjson"
 )
 
 // The sensitive values the token tests use; none may appear anywhere but
@@ -36,16 +38,16 @@ func TestTokensEndToEnd(t *testing.T) {
 	card := map[string]any{"type": "card", "data": map[string]any{
 		"number": e2ePAN, "expiration_month": 12, "expiration_year": 2031, "cvc": e2eCVC}}
 	created := keep(s.expect(http.StatusCreated, http.MethodPost, "/tokens", maskKey, card))
-	id := str(created.Body, "id")
-	if got := str(created.Body, "data", "number"); got != "XXXXXXXXXXXX4242" {
+	id := testjson.Str(created.Body, "id")
+	if got := testjson.Str(created.Body, "data", "number"); got != "XXXXXXXXXXXX4242" {
 		t.Errorf("create answer: data.number %q, want the mask", got)
 	}
 	revealed := s.expect(http.StatusOK, http.MethodGet, "/tokens/"+id, revealKey, nil)
-	if str(revealed.Body, "data", "number") != e2ePAN || str(revealed.Body, "data", "cvc") != e2eCVC {
+	if testjson.Str(revealed.Body, "data", "number") != e2ePAN || testjson.Str(revealed.Body, "data", "cvc") != e2eCVC {
 		t.Errorf("revealing read: %s", revealed.Raw)
 	}
 	masked := keep(s.expect(http.StatusOK, http.MethodGet, "/tokens/"+id, maskKey, nil))
-	if got := str(masked.Body, "data", "number"); got != "XXXXXXXXXXXX4242" {
+	if got := testjson.Str(masked.Body, "data", "number"); got != "XXXXXXXXXXXX4242" {
 		t.Errorf("masked read: data.number %q", got)
 	}
 	keep(s.expect(http.StatusForbidden, http.MethodGet, "/tokens/"+id, generalKey, nil))
@@ -56,7 +58,7 @@ func TestTokensEndToEnd(t *testing.T) {
 
 	tokenized := keep(s.expect(http.StatusOK, http.MethodPost, "/tokenize", maskKey, map[string]any{
 		"first_name": "Ada", "card": card, "list": []any{1, true}}))
-	if !strings.HasPrefix(str(tokenized.Body, "card", "mask", "number"), "XXXXXXXXXXXX") {
+	if !strings.HasPrefix(testjson.Str(tokenized.Body, "card", "mask", "number"), "XXXXXXXXXXXX") {
 		t.Errorf("tokenize answer: %s", tokenized.Raw)
 	}
 	keep(s.expect(http.StatusBadRequest, http.MethodPost, "/tokens", maskKey, map[string]any{
@@ -77,7 +79,7 @@ func TestTokensEndToEnd(t *testing.T) {
 	logs := serverLogs(s)
 	s = startServer(t, serverOpts{Storage: s.opts.Storage})
 	again := s.expect(http.StatusOK, http.MethodGet, "/tokens/"+id, revealKey, nil)
-	if str(again.Body, "data", "number") != e2ePAN {
+	if testjson.Str(again.Body, "data", "number") != e2ePAN {
 		t.Errorf("after a restart: %s", again.Raw)
 	}
 	s.stopClean()

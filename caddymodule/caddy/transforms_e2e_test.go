@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tokenvault/tokenvault/internal/testjson"
 )
 
 // hostileScripts are tenant code that would kill or stall a process that
@@ -55,7 +57,7 @@ func TestHostileTransforms(t *testing.T) {
 			"name": "p", "destination_url": dest.URL, "require_auth": false,
 			"request_transform": map[string]any{"code": code},
 		})
-		return str(r.Body, "key")
+		return testjson.Str(r.Body, "key")
 	}
 	call := func(key string) apiResponse {
 		r, err := s.request(http.MethodPost, "/proxy", "", map[string]any{"n": 1}, "SVC-PROXY-KEY", key)
@@ -96,7 +98,7 @@ func TestHostileTransforms(t *testing.T) {
 		start := time.Now()
 		r := call(key)
 		took := time.Since(start)
-		if r.Status < 400 || field(r.Body, "proxy_error") == nil {
+		if r.Status < 400 || testjson.Field(r.Body, "proxy_error") == nil {
 			t.Errorf("%s: %d %s, want a proxy_error", name, r.Status, r.Raw)
 		}
 		if took > 3*time.Second+3*time.Second {
@@ -218,7 +220,7 @@ func TestTransformsEndToEnd(t *testing.T) {
 		"token:create", "token:read", "token:use", "reactor:invoke"}})
 	card := s.expect(http.StatusCreated, http.MethodPost, "/tokens", key, map[string]any{"type": "card", "data": map[string]any{
 		"number": "4242424242424242", "expiration_month": 12, "expiration_year": 2030}})
-	cardID := str(card.Body, "id")
+	cardID := testjson.Str(card.Body, "id")
 
 	r := s.expect(http.StatusCreated, http.MethodPost, "/proxies", ct.Key, map[string]any{
 		"name": "t", "destination_url": dest.URL,
@@ -227,9 +229,9 @@ func TestTransformsEndToEnd(t *testing.T) {
 		"response_transform": map[string]any{"code": `module.exports = (req) => ({
 			body: { status: req.args.body.status, pan: 'XXXX' + req.args.body.pan.slice(-4) }, headers: { 'Content-Type': 'application/json' } })`},
 	})
-	firstProxyKey := str(r.Body, "key")
+	firstProxyKey := testjson.Str(r.Body, "key")
 	r = s.do(http.MethodPost, "/proxy", key, map[string]any{"number": "{{ " + cardID + " | json: '$.number' }}"}, "SVC-PROXY-KEY", firstProxyKey)
-	if r.Status != http.StatusOK || str(r.Body, "pan") != "XXXX4242" || str(r.Body, "status") != "charged" {
+	if r.Status != http.StatusOK || testjson.Str(r.Body, "pan") != "XXXX4242" || testjson.Str(r.Body, "status") != "charged" {
 		t.Errorf("transformed answer: %d %s", r.Status, r.Raw)
 	}
 	mu.Lock()
@@ -247,7 +249,7 @@ func TestTransformsEndToEnd(t *testing.T) {
 			return { body: { token: t.id }, headers: req.args.headers } }`},
 	})
 	r = s.do(http.MethodPost, "/proxy", "", map[string]any{"card": map[string]any{"number": "5555555555554444", "expiration_month": 1, "expiration_year": 2031}},
-		"SVC-PROXY-KEY", str(r.Body, "key"))
+		"SVC-PROXY-KEY", testjson.Str(r.Body, "key"))
 	if r.Status != http.StatusOK {
 		t.Fatalf("inbound: %d %s", r.Status, r.Raw)
 	}
@@ -259,7 +261,7 @@ func TestTransformsEndToEnd(t *testing.T) {
 	}
 	tokenID := strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(got[0]), `{"token":"`), `"}`)
 	// the key reads with plain permissions, so the number comes back masked
-	if r := s.do(http.MethodGet, "/tokens/"+tokenID, key, nil); r.Status != http.StatusOK || str(r.Body, "data", "number") != "XXXXXXXXXXXX4444" {
+	if r := s.do(http.MethodGet, "/tokens/"+tokenID, key, nil); r.Status != http.StatusOK || testjson.Str(r.Body, "data", "number") != "XXXXXXXXXXXX4444" {
 		t.Errorf("reading the inbound token: %d %s", r.Status, r.Raw)
 	}
 
@@ -268,9 +270,9 @@ func TestTransformsEndToEnd(t *testing.T) {
 		"name": "r", "configuration": map[string]any{"k": "v"},
 		"code": `module.exports = async (req) => ({ raw: { last4: req.args.card.number.slice(-4), k: req.configuration.k } })`,
 	})
-	r = s.do(http.MethodPost, "/reactors/"+str(r.Body, "id")+"/react", key, map[string]any{"args": map[string]any{
+	r = s.do(http.MethodPost, "/reactors/"+testjson.Str(r.Body, "id")+"/react", key, map[string]any{"args": map[string]any{
 		"card": "{{ token: " + cardID + " | json: '$.data' }}"}})
-	if r.Status != http.StatusOK || str(r.Body, "raw", "last4") != "4242" || str(r.Body, "raw", "k") != "v" {
+	if r.Status != http.StatusOK || testjson.Str(r.Body, "raw", "last4") != "4242" || testjson.Str(r.Body, "raw", "k") != "v" {
 		t.Errorf("react: %d %s", r.Status, r.Raw)
 	}
 
@@ -315,7 +317,7 @@ func TestWorkersDieWithTheServer(t *testing.T) {
 		"name": "busy", "destination_url": dest.URL, "require_auth": false,
 		"request_transform": map[string]any{"code": "module.exports = async () => { for (;;) {} }"},
 	})
-	key := str(r.Body, "key")
+	key := testjson.Str(r.Body, "key")
 	go func() { _, _ = s.request(http.MethodPost, "/proxy", "", map[string]any{"n": 1}, "SVC-PROXY-KEY", key) }()
 	var workers []int
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {

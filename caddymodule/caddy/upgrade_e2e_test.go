@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tokenvault/tokenvault/internal/testjson"
 )
 
 // copyFixtureStore copies testdata/stores/<name> and returns its storage
@@ -62,7 +64,7 @@ func TestUpgradeEndToEnd(t *testing.T) {
 		}
 	}
 	r := s.do(http.MethodPost, "/tokens/search", reader, map[string]any{"query": "type:card"})
-	if data, _ := field(r.Body, "data").([]any); r.Status != http.StatusOK || len(data) != 1 {
+	if data, _ := testjson.Field(r.Body, "data").([]any); r.Status != http.StatusOK || len(data) != 1 {
 		t.Errorf("search after the upgrade: %d %s", r.Status, r.Raw)
 	}
 	if copies, _ := filepath.Glob(dir + ".format1-backup-*"); len(copies) != 1 {

@@ -20,6 +20,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tokenvault/tokenvault/internal/testjson"
 )
 
 // Webhooks end to end: a receiver on 127.0.0.1 gets the vault's signed
@@ -115,10 +117,10 @@ func (h *hookReceiver) waitOK(t *testing.T, n int, within time.Duration) []hookR
 func signingKey(t *testing.T, s *server, key string) (id string, pub *rsa.PublicKey) {
 	t.Helper()
 	r := s.expect(http.StatusOK, http.MethodGet, "/webhooks/signing-key", key, nil)
-	if str(r.Body, "algorithm") != "RSA-PSS-SHA256" {
+	if testjson.Str(r.Body, "algorithm") != "RSA-PSS-SHA256" {
 		t.Fatalf("signing key %s", r.Raw)
 	}
-	block, _ := pem.Decode([]byte(str(r.Body, "public_key")))
+	block, _ := pem.Decode([]byte(testjson.Str(r.Body, "public_key")))
 	if block == nil || block.Type != "PUBLIC KEY" {
 		t.Fatalf("public_key is not a PEM public key: %s", r.Raw)
 	}
@@ -126,7 +128,7 @@ func signingKey(t *testing.T, s *server, key string) (id string, pub *rsa.Public
 	if err != nil {
 		t.Fatal(err)
 	}
-	return str(r.Body, "id"), k.(*rsa.PublicKey)
+	return testjson.Str(r.Body, "id"), k.(*rsa.PublicKey)
 }
 
 // verifyHook checks a delivery's signature as a receiver does: over the
@@ -174,8 +176,8 @@ func auditMessages(t *testing.T, s *server, key string) []string {
 	t.Helper()
 	r := s.expect(http.StatusOK, http.MethodGet, "/logs?entity_type=webhook&size=100", key, nil)
 	var out []string
-	for _, rec := range field(r.Body, "data").([]any) {
-		out = append(out, str(rec, "operation")+": "+str(rec, "message"))
+	for _, rec := range testjson.Field(r.Body, "data").([]any) {
+		out = append(out, testjson.Str(rec, "operation")+": "+testjson.Str(rec, "message"))
 	}
 	return out
 }
@@ -198,15 +200,15 @@ func TestWebhooksE2ESignedOrderedRetried(t *testing.T) {
 	}
 	hook := s.expect(http.StatusCreated, http.MethodPost, "/webhooks", ct.Key, map[string]any{
 		"name": "orders", "url": recv.url, "notify_email": "ops@example.com", "events": []string{"token.created", "token.deleted"}})
-	hookID := str(hook.Body, "id")
-	if str(hook.Body, "status") != "enabled" || str(hook.Body, "tenant_id") != ct.Tenant.ID || str(hook.Body, "created_by") != ct.Application.ID {
+	hookID := testjson.Str(hook.Body, "id")
+	if testjson.Str(hook.Body, "status") != "enabled" || testjson.Str(hook.Body, "tenant_id") != ct.Tenant.ID || testjson.Str(hook.Body, "created_by") != ct.Application.ID {
 		t.Fatalf("created %s", hook.Raw)
 	}
 	_, appKey, _ := s.createApp(ct.Key, map[string]any{"name": "backend", "type": "private",
 		"permissions": []string{"token:create", "token:read", "token:delete"}})
 	tok := s.expect(http.StatusCreated, http.MethodPost, "/tokens", appKey, map[string]any{"type": "card",
 		"data": map[string]any{"number": "4242424242424242", "expiration_month": 12, "expiration_year": 2040, "cvc": "123"}})
-	tokID := str(tok.Body, "id")
+	tokID := testjson.Str(tok.Body, "id")
 	s.expect(http.StatusNoContent, http.MethodDelete, "/tokens/"+tokID, appKey, nil)
 
 	got := recv.waitOK(t, 2, 60*time.Second)
@@ -248,7 +250,7 @@ func TestWebhooksE2ESignedOrderedRetried(t *testing.T) {
 	// read, list, replace, delete; other applications and tenants see nothing
 	s.expect(http.StatusOK, http.MethodGet, "/webhooks/"+hookID, ct.Key, nil)
 	list := s.expect(http.StatusOK, http.MethodGet, "/webhooks", ct.Key, nil)
-	if n := len(field(list.Body, "data").([]any)); n != 1 {
+	if n := len(testjson.Field(list.Body, "data").([]any)); n != 1 {
 		t.Fatalf("list: %s", list.Raw)
 	}
 	wantProblem(t, s.do(http.MethodGet, "/webhooks", appKey, nil), http.StatusForbidden, "a private application lists webhooks")
@@ -256,11 +258,11 @@ func TestWebhooksE2ESignedOrderedRetried(t *testing.T) {
 	wantProblem(t, s.do(http.MethodGet, "/webhooks/"+hookID, other.Key, nil), http.StatusNotFound, "another tenant's webhook")
 	bad := s.do(http.MethodPut, "/webhooks/"+hookID, ct.Key, map[string]any{"name": "x", "url": recv.url, "events": []string{"token:created"}})
 	wantProblem(t, bad, http.StatusBadRequest, "an unknown event type")
-	if field(bad.Body, "errors", "events") == nil {
+	if testjson.Field(bad.Body, "errors", "events") == nil {
 		t.Fatalf("the problem does not name events: %s", bad.Raw)
 	}
 	up := s.expect(http.StatusOK, http.MethodPut, "/webhooks/"+hookID, ct.Key, map[string]any{"name": "renamed", "url": recv.url, "events": []string{"application.created"}})
-	if str(up.Body, "name") != "renamed" || str(up.Body, "modified_by") != ct.Application.ID {
+	if testjson.Str(up.Body, "name") != "renamed" || testjson.Str(up.Body, "modified_by") != ct.Application.ID {
 		t.Fatalf("updated %s", up.Raw)
 	}
 	s.expect(http.StatusNoContent, http.MethodDelete, "/webhooks/"+hookID, ct.Key, nil)
@@ -284,7 +286,7 @@ func TestWebhooksE2ERefusesSSRF(t *testing.T) {
 	} {
 		r := s.do(http.MethodPost, "/webhooks", ct.Key, map[string]any{"name": "x", "url": u, "events": []string{"application.created"}})
 		wantProblem(t, r, http.StatusBadRequest, "webhook url "+u)
-		if field(r.Body, "errors", "url") == nil {
+		if testjson.Field(r.Body, "errors", "url") == nil {
 			t.Fatalf("%s: the problem does not name url: %s", u, r.Raw)
 		}
 	}
@@ -307,7 +309,7 @@ func TestWebhooksE2ERefusesSSRF(t *testing.T) {
 	if n := len(recv.all()); n != 0 {
 		t.Fatalf("the receiver on loopback got %d requests", n)
 	}
-	if got := s.expect(http.StatusOK, http.MethodGet, "/webhooks/"+str(hook.Body, "id"), ct.Key, nil); str(got.Body, "status") != "enabled" {
+	if got := s.expect(http.StatusOK, http.MethodGet, "/webhooks/"+testjson.Str(hook.Body, "id"), ct.Key, nil); testjson.Str(got.Body, "status") != "enabled" {
 		t.Fatalf("webhook %s", got.Raw)
 	}
 }
@@ -392,7 +394,7 @@ func TestWebhooksE2ETenThousand(t *testing.T) {
 		}
 		r := s.expect(http.StatusOK, http.MethodPost, "/tokenize", appKey, body)
 		for _, v := range r.Body.(map[string]any) {
-			want[str(v, "id")] = true
+			want[testjson.Str(v, "id")] = true
 		}
 	}
 	committed := time.Since(start)
@@ -453,11 +455,11 @@ func TestWebhooksE2EDisabledThenReloaded(t *testing.T) {
 		return http.StatusBadGateway
 	})
 	hook := s.expect(http.StatusCreated, http.MethodPost, "/webhooks", ct.Key, map[string]any{"name": "flaky", "url": recv.url, "events": []string{"application.created", "application.deleted"}})
-	hookID := str(hook.Body, "id")
+	hookID := testjson.Str(hook.Body, "id")
 	s.createApp(ct.Key, billingApp)
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		if got := s.expect(http.StatusOK, http.MethodGet, "/webhooks/"+hookID, ct.Key, nil); str(got.Body, "status") == "disabled" {
+		if got := s.expect(http.StatusOK, http.MethodGet, "/webhooks/"+hookID, ct.Key, nil); testjson.Str(got.Body, "status") == "disabled" {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -494,7 +496,7 @@ func TestWebhooksE2EDisabledThenReloaded(t *testing.T) {
 	healthy = true
 	mu.Unlock()
 	up := s.expect(http.StatusOK, http.MethodPut, "/webhooks/"+hookID, ct.Key, map[string]any{"name": "fixed", "url": recv.url, "events": []string{"application.created"}})
-	if str(up.Body, "status") != "enabled" {
+	if testjson.Str(up.Body, "status") != "enabled" {
 		t.Fatalf("after saving: %s", up.Raw)
 	}
 	id, _, _ := s.createApp(ct.Key, billingApp)

@@ -1,0 +1,39 @@
+package testjson
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+func TestField(t *testing.T) {
+	var v any
+	if err := json.Unmarshal([]byte(`{"a":{"b":[{"c":"x"},null]},"n":1,"z":null}`), &v); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		path []any
+		want string
+	}{
+		{"object and array", []any{"a", "b", 0, "c"}, "x"},
+		{"missing member", []any{"a", "nope"}, ""},
+		{"index past the end", []any{"a", "b", 2}, ""},
+		{"negative index", []any{"a", "b", -1}, ""},
+		{"index into an object", []any{"a", 0}, ""},
+		{"name into an array", []any{"a", "b", "c"}, ""},
+		{"not a string", []any{"n"}, ""},
+		{"step of another type", []any{"a", 1.5}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Str(v, tc.path...); got != tc.want {
+				t.Fatalf("Str(%v) = %q, want %q", tc.path, got, tc.want)
+			}
+		})
+	}
+	if Field(v, "a", "b", 1) != nil || Field(v) == nil {
+		t.Fatal("Field: a null element is nil, an empty path the value itself")
+	}
+	if !Has(v, "z") || Has(v, "y") || Has(Field(v, "a", "b"), "c") {
+		t.Fatal("Has: a null member is there, a missing one is not, an array has none")
+	}
+}

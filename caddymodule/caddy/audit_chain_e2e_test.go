@@ -120,8 +120,14 @@ func TestAuditChainExportEndToEnd(t *testing.T) {
 		if m["logger"] != "vault.audit" || m["tenant_id"] != tenant || m["seq"] != float64(i+1) || len(testjson.Str(m, "mac")) != 64 {
 			t.Errorf("line %d: %s", i, l)
 		}
+		// ids, MACs and the time are random or hex and may hold any four
+		// digits; every other member must hold none of the card's
+		for _, random := range []string{"id", "tenant_id", "actor_id", "entity_id", "mac", "prev", "ts", "created_at"} {
+			delete(m, random)
+		}
+		rest, _ := json.Marshal(m)
 		for _, leak := range []string{e2ePAN, e2eCVC, "4242"} {
-			if strings.Contains(l, leak) {
+			if strings.Contains(string(rest), leak) || strings.Contains(l, e2ePAN) {
 				t.Errorf("an exported line holds %q: %s", leak, l)
 			}
 		}

@@ -2,13 +2,13 @@ package main
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/tokenvault/tokenvault/internal/testfs"
 	"github.com/tokenvault/tokenvault/internal/testjson"
 )
 
@@ -26,28 +26,7 @@ func copyFixtureStore(t *testing.T, name string) (string, map[string]any) {
 		t.Fatal(err)
 	}
 	dst := filepath.Join(t.TempDir(), "data")
-	if err := os.MkdirAll(dst, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	entries, err := os.ReadDir(filepath.Join(src, "data"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		in, err := os.Open(filepath.Join(src, "data", e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, err := os.OpenFile(filepath.Join(dst, e.Name()), os.O_WRONLY|os.O_CREATE, 0o600)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = io.Copy(out, in)
-		in.Close()
-		if cerr := out.Close(); err != nil || cerr != nil {
-			t.Fatal(err, cerr)
-		}
-	}
+	testfs.CopyDir(t, filepath.Join(src, "data"), dst)
 	return dst, facts
 }
 

@@ -1,6 +1,7 @@
 //go:build linux
 
-// Package testfs gives tests a small file system of their own that they
+// Package testfs gives tests the file systems they need: a copy of a
+// fixture directory (CopyDir), and a small file system of their own that they
 // can fill: a size-limited tmpfs, mounted for the test and unmounted after
 // it. Tests of what a full disk does use it; it needs Linux and root, and
 // skips the test, saying why, where mounting is not permitted.

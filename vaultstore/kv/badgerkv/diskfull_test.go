@@ -5,8 +5,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"github.com/tokenvault/tokenvault/internal/testfs"
-	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -15,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tokenvault/tokenvault/internal/testfs"
 	"github.com/tokenvault/tokenvault/vaultstore/kv"
 )
 
@@ -328,7 +327,7 @@ func TestOpenRefusesOnAFullDisk(t *testing.T) {
 			dir := src
 			if crashed {
 				dir = filepath.Join(fsDir, "image")
-				copyDir(t, src, dir)
+				testfs.CopyDir(t, src, dir, "LOCK")
 			}
 			if err := s.Close(); err != nil {
 				t.Fatal(err)
@@ -364,58 +363,6 @@ func TestOpenRefusesOnAFullDisk(t *testing.T) {
 			checkKeys(t, s3, keys, valueSize)
 		})
 	}
-}
-
-// copyDir copies the regular files of src into a new directory dst,
-// keeping them sparse: Badger's logs are long files of mostly holes.
-func copyDir(t *testing.T, src, dst string) {
-	t.Helper()
-	if err := os.Mkdir(dst, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	entries, err := os.ReadDir(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		if !e.Type().IsRegular() || e.Name() == "LOCK" {
-			continue
-		}
-		if err := copySparse(filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-func copySparse(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	defer out.Close()
-	buf := make([]byte, 4096)
-	var off int64
-	for {
-		n, err := io.ReadFull(in, buf)
-		if n > 0 && strings.Trim(string(buf[:n]), "\x00") != "" {
-			if _, err := out.WriteAt(buf[:n], off); err != nil {
-				return err
-			}
-		}
-		off += int64(n)
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			break
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return out.Truncate(off)
 }
 
 func hasMemLog(t *testing.T, dir string) bool {

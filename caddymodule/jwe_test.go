@@ -16,6 +16,7 @@ import (
 	"github.com/lestrrat-go/jwx/v3/jwa"
 	"github.com/lestrrat-go/jwx/v3/jwe"
 
+	"github.com/tokenvault/tokenvault/internal/testclock"
 	"github.com/tokenvault/tokenvault/internal/testjson"
 )
 
@@ -237,15 +238,15 @@ func TestJWERefusals(t *testing.T) {
 // TestJWEExpiredKey: data encrypted to a key refuses once the key has
 // expired, in the same words; the key's metadata still reads.
 func TestJWEExpiredKey(t *testing.T) {
-	clock := &tvClock{}
+	clock := &testclock.Clock{}
 	e := newTokenEnvClock(t, clock)
-	at := clock.now().Add(2 * time.Hour).UTC().Format(time.RFC3339)
+	at := clock.Now().Add(2 * time.Hour).UTC().Format(time.RFC3339)
 	r := e.do(tvRoleMgmt, http.MethodPost, "/keys", map[string]any{"expires_at": at})
 	tvWantStatus(t, r, http.StatusCreated, "a key for two hours")
 	k := jweKey{id: testjson.Str(r.body, "key_id"), pem: testjson.Str(r.body, "public_key_pem")}
 	data := elementsJWE(t, k, `{"ssn":"123-45-6789"}`)
 	tvWantStatus(t, e.do(tvRoleReveal, http.MethodPost, "/tokens", map[string]any{"type": "token", "encrypted": data}), http.StatusCreated, "before expiry")
-	clock.advance(3 * time.Hour)
+	clock.Advance(3 * time.Hour)
 	r = e.do(tvRoleReveal, http.MethodPost, "/tokens", map[string]any{"type": "token", "encrypted": data})
 	tvWantProblem(t, r, http.StatusBadRequest, "after expiry", "encrypted")
 	if msgs, _ := testjson.Field(r.body, "errors", "encrypted").([]any); len(msgs) != 1 || fmt.Sprint(msgs[0]) != jweUndecryptable {

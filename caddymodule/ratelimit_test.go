@@ -6,33 +6,15 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	"github.com/tokenvault/tokenvault/internal/testclock"
 	"github.com/tokenvault/tokenvault/internal/testjson"
 	"github.com/tokenvault/tokenvault/ratelimit"
 )
-
-// rlClock is a settable clock for the limiter.
-type rlClock struct {
-	mu sync.Mutex
-	at time.Time
-}
-
-func (c *rlClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.at
-}
-
-func (c *rlClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.at = c.at.Add(d)
-	c.mu.Unlock()
-}
 
 // TestRateLimitRows drives each row of the Limits table through the HTTP
 // handler, alone in its limiter: up to its limit every request passes,
@@ -85,8 +67,8 @@ func TestRateLimitRows(t *testing.T) {
 			if !ok {
 				t.Fatalf("no default rule %s", row.rule)
 			}
-			clock := &rlClock{at: time.Unix(1_800_000_000, 0)}
-			limiter := ratelimit.New(ratelimit.Options{Rules: []ratelimit.Rule{rule}, Now: clock.now})
+			clock := testclock.New(time.Unix(1_800_000_000, 0))
+			limiter := ratelimit.New(ratelimit.Options{Rules: []ratelimit.Rule{rule}, Now: clock.Now})
 			e.h.limits.limiter, whitelabel.limits.limiter = limiter, limiter
 			t.Cleanup(func() { e.h.limits.limiter, whitelabel.limits.limiter = nil, nil })
 
@@ -139,13 +121,13 @@ func TestRateLimitRows(t *testing.T) {
 				t.Errorf("Retry-After %q, want %s", got, wantRetry)
 			}
 			if rule.Block > 0 {
-				clock.advance(rule.Block - time.Millisecond)
+				clock.Advance(rule.Block - time.Millisecond)
 				if w := send(); w.Code != http.StatusTooManyRequests {
 					t.Errorf("1 ms before the block ends: status %d, want 429", w.Code)
 				}
-				clock.advance(time.Millisecond)
+				clock.Advance(time.Millisecond)
 			} else {
-				clock.advance(wait)
+				clock.Advance(wait)
 			}
 			if w := send(); w.Code == http.StatusTooManyRequests {
 				t.Errorf("after Retry-After: still 429")

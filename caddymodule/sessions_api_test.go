@@ -8,15 +8,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tokenvault/tokenvault/internal/testclock"
 	"github.com/tokenvault/tokenvault/internal/testjson"
 	"github.com/tokenvault/tokenvault/vaultstore"
 )
 
 // sessionEnv adds a public application (the browser) to the token test
 // environment and two tokens the revealing key created.
-func sessionEnv(t *testing.T) (e *tokenEnv, clock *tvClock, tokenA, tokenB string) {
+func sessionEnv(t *testing.T) (e *tokenEnv, clock *testclock.Clock, tokenA, tokenB string) {
 	t.Helper()
-	clock = &tvClock{}
+	clock = &testclock.Clock{}
 	e = newTokenEnvClock(t, clock)
 	r := e.do(tvRoleMgmt, http.MethodPost, "/applications", map[string]any{"name": "browser", "type": "public", "permissions": []string{"token:create"}})
 	tvWantStatus(t, r, http.StatusCreated, "create the public application")
@@ -69,7 +70,7 @@ func TestSessionsAPIReadOneTokenUntilExpiry(t *testing.T) {
 	tvWantProblem(t, e.do("session", http.MethodPost, "/tokens", map[string]any{"type": "token", "data": "x"}), http.StatusForbidden, "create with a read-only session")
 	tvWantProblem(t, e.do("session", http.MethodGet, "/applications", nil), http.StatusForbidden, "a management call")
 
-	clock.advance(3*time.Minute + time.Second)
+	clock.Advance(3*time.Minute + time.Second)
 	tvWantProblem(t, e.do("session", http.MethodGet, "/tokens/"+tokenA, nil), http.StatusUnauthorized, "read after expiry")
 }
 

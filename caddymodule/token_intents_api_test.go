@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tokenvault/tokenvault/internal/testclock"
 	"github.com/tokenvault/tokenvault/internal/testjson"
 	"github.com/tokenvault/tokenvault/ratelimit"
 	"github.com/tokenvault/tokenvault/vaultstore"
@@ -56,7 +57,7 @@ func tiWantProblem(t *testing.T, r tvResp, status int, field, msg string) {
 // reads it and makes a token of it; the intent is then gone, and every
 // refusal is a problem naming its field.
 func TestTokenIntentsAPI(t *testing.T) {
-	clock := &tvClock{}
+	clock := &testclock.Clock{}
 	e := newTokenEnvClock(t, clock)
 	tiKeys(t, e)
 
@@ -147,7 +148,7 @@ func TestTokenIntentsAPI(t *testing.T) {
 		t.Fatalf("bank intent: %s", r)
 	}
 	late := testjson.Str(r.body, "id")
-	clock.advance(24*time.Hour + time.Second)
+	clock.Advance(24*time.Hour + time.Second)
 	tiWantProblem(t, e.do("backend", http.MethodGet, "/token-intents/"+late, nil), http.StatusNotFound, "", "")
 	tiWantProblem(t, e.do("backend", http.MethodPost, "/tokens", map[string]any{"token_intent_id": late}), http.StatusBadRequest, "token_intent_id", "expired")
 

@@ -15,13 +15,13 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/tokenvault/tokenvault/internal/testclock"
 	"github.com/tokenvault/tokenvault/internal/testjson"
 	"github.com/tokenvault/tokenvault/vaultstore"
 )
@@ -118,17 +118,11 @@ func newTokenEnv(tb testing.TB, syncWrites, record bool) *tokenEnv {
 	return setupTokenEnv(tb, h, store, record)
 }
 
-// tvClock is a settable clock for the store.
-type tvClock struct{ at atomic.Int64 }
-
-func (c *tvClock) now() time.Time          { return time.Unix(0, c.at.Load()) }
-func (c *tvClock) advance(d time.Duration) { c.at.Add(int64(d)) }
-
 // newTokenEnvClock is newTokenEnv over a store that reads the clock c.
-func newTokenEnvClock(tb testing.TB, c *tvClock) *tokenEnv {
+func newTokenEnvClock(tb testing.TB, c *testclock.Clock) *tokenEnv {
 	tb.Helper()
-	c.at.Store(time.Now().UnixNano())
-	store, err := vaultstore.Open(vaultstore.Options{Dir: tb.TempDir(), MasterKey: make([]byte, vaultstore.MasterKeySize), Now: c.now})
+	c.Set(time.Now())
+	store, err := vaultstore.Open(vaultstore.Options{Dir: tb.TempDir(), MasterKey: make([]byte, vaultstore.MasterKeySize), Now: c.Now})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tokenvault/tokenvault/internal/testclock"
 	"github.com/tokenvault/tokenvault/internal/testjson"
 )
 
@@ -761,22 +762,22 @@ func TestTokenSecretsInRefusals(t *testing.T) {
 // once, before the sweep purges it, and that a CVC outlives its retention
 // in no read.
 func TestTokenExpiry(t *testing.T) {
-	clock := &tvClock{}
+	clock := &testclock.Clock{}
 	e := newTokenEnvClock(t, clock)
 	first := testjson.Str(e.create(tvRoleReveal, `{"type":"token","data":"first"}`).body, "id")
-	clock.advance(time.Millisecond)
-	soon := e.create(tvRoleReveal, `{"id":"expiring","type":"token","data":"x","expires_at":"`+clock.now().Add(time.Hour).UTC().Format(time.RFC3339)+`"}`)
-	clock.advance(time.Millisecond)
+	clock.Advance(time.Millisecond)
+	soon := e.create(tvRoleReveal, `{"id":"expiring","type":"token","data":"x","expires_at":"`+clock.Now().Add(time.Hour).UTC().Format(time.RFC3339)+`"}`)
+	clock.Advance(time.Millisecond)
 	last := testjson.Str(e.create(tvRoleReveal, `{"type":"token","data":"last"}`).body, "id")
 	if testjson.Str(soon.body, "expires_at") == "" {
 		t.Fatalf("no expires_at: %s", soon.raw)
 	}
-	clock.advance(time.Millisecond)
+	clock.Advance(time.Millisecond)
 	card := "/tokens/" + testjson.Str(e.create(tvRoleReveal, tvCardBody()).body, "id")
 	if got := testjson.Str(e.do(tvRoleReveal, http.MethodGet, card, nil).body, "data", "cvc"); got != tvCVC {
 		t.Errorf("cvc %q within retention, want %s", got, tvCVC)
 	}
-	clock.advance(2 * time.Hour) // the sweep has not run: it ticks on real time
+	clock.Advance(2 * time.Hour) // the sweep has not run: it ticks on real time
 
 	// past the one-hour CVC retention the cvc is gone, the card stays
 	g := e.do(tvRoleReveal, http.MethodGet, card, nil)

@@ -38,9 +38,9 @@ func TestCircuit(t *testing.T) {
 	// each failed probe doubles the wait, up to max
 	for i, wait := range []time.Duration{100, 200, 400, 800, 1000, 1000} {
 		wait *= time.Millisecond
-		clk.Add(wait - time.Millisecond)
+		clk.Advance(wait - time.Millisecond)
 		mustAcquire("before the wait is over", false, false)
-		clk.Add(time.Millisecond)
+		clk.Advance(time.Millisecond)
 		mustAcquire("probe", true, true)
 		mustAcquire("while probing", false, false)
 		c.report(true, errDown)
@@ -49,7 +49,7 @@ func TestCircuit(t *testing.T) {
 		}
 	}
 
-	clk.Add(time.Second)
+	clk.Advance(time.Second)
 	mustAcquire("probe", true, true)
 	c.report(true, nil)
 	if ups != 1 || !c.isUp() {
@@ -58,21 +58,21 @@ func TestCircuit(t *testing.T) {
 	mustAcquire("up again", true, false)
 
 	// a failure soon after recovery continues the backoff (Redis flaps)
-	clk.Add(time.Second)
+	clk.Advance(time.Second)
 	c.report(false, errDown)
 	if downs != 2 {
 		t.Fatalf("second outage: %d transitions down", downs)
 	}
-	clk.Add(999 * time.Millisecond)
+	clk.Advance(999 * time.Millisecond)
 	mustAcquire("flapping: the wait is not reset", false, false)
-	clk.Add(time.Millisecond)
+	clk.Advance(time.Millisecond)
 	mustAcquire("probe", true, true)
 	c.report(true, nil)
 
 	// a failure long after recovery starts again from min
-	clk.Add(2 * flapWindow)
+	clk.Advance(2 * flapWindow)
 	c.report(false, errDown)
-	clk.Add(100 * time.Millisecond)
+	clk.Advance(100 * time.Millisecond)
 	mustAcquire("after a long time up, the wait starts from min", true, true)
 	c.report(true, nil)
 	if downs != 3 || ups != 3 {

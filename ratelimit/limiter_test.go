@@ -8,26 +8,13 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tokenvault/tokenvault/internal/testclock"
 )
 
-// clock is an injectable clock that moves only when told to.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *clock { return &clock{t: time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
+// newClock is the tests' clock: it stands still until a test moves it.
+func newClock() *testclock.Clock {
+	return testclock.New(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
 }
 
 // rowRequest returns a request that the named default rule applies to.
@@ -106,7 +93,7 @@ func TestEachDefaultRule(t *testing.T) {
 			if row.Block > 0 {
 				early = time.Millisecond
 			}
-			clk.Add(d.RetryAfter - early)
+			clk.Advance(d.RetryAfter - early)
 			if d2 := l.Allow(req); d2.Allowed || d2.Rule != row.Name {
 				t.Fatalf("%v after the rejection: %+v, want still rejected", d.RetryAfter-early, d2)
 			} else if row.Block > 0 {
@@ -118,7 +105,7 @@ func TestEachDefaultRule(t *testing.T) {
 					t.Fatalf("bucket alone rejects at block end minus %v: %+v", early, db)
 				}
 			}
-			clk.Add(early)
+			clk.Advance(early)
 			if d3 := l.Allow(req); !d3.Allowed {
 				t.Fatalf("after RetryAfter: %+v, want allowed", d3)
 			}
@@ -141,10 +128,10 @@ func TestBlockRecursAfterPartialRefill(t *testing.T) {
 		t.Fatalf("51st: %+v, want a 10 s block", d)
 	}
 	for range 5 { // rejected requests during a block do not extend it
-		clk.Add(time.Second)
+		clk.Advance(time.Second)
 		l.Allow(req)
 	}
-	clk.Add(5 * time.Second)
+	clk.Advance(5 * time.Second)
 	drive(t, l, req, 8)
 	if d := l.Allow(req); d.Allowed || d.RetryAfter != 10*time.Second {
 		t.Fatalf("9th after the block: %+v, want a new 10 s block", d)
@@ -210,7 +197,7 @@ func TestPrivateKeyLimitAcrossIPs(t *testing.T) {
 	if d.Allowed || d.Rule != RulePrivateApp || d.RetryAfter != 5*time.Millisecond {
 		t.Fatalf("2001st: %+v, want rejected by %s for 5ms", d, RulePrivateApp)
 	}
-	clk.Add(5 * time.Millisecond)
+	clk.Advance(5 * time.Millisecond)
 	if d := l.Allow(req(21)); !d.Allowed {
 		t.Fatalf("after 5ms: %+v", d)
 	}
@@ -228,13 +215,13 @@ func TestRejectionReportsLongestWait(t *testing.T) {
 	if d.Allowed || d.Rule != "slow" || d.RetryAfter != 10*time.Second {
 		t.Fatalf("%+v, want rejected by slow for 10s", d)
 	}
-	clk.Add(time.Second)
+	clk.Advance(time.Second)
 	d = l.Allow(req)
 	if d.Allowed || d.Rule != "slow" || d.RetryAfter != 9*time.Second {
 		t.Fatalf("after 1s: %+v, want rejected by slow for 9s", d)
 	}
 	// Both buckets hold 0 after this one; slow takes longer to refill.
-	clk.Add(9 * time.Second)
+	clk.Advance(9 * time.Second)
 	if d := l.Allow(req); !d.Allowed || d.Rule != "slow" || d.Reset != 10*time.Second {
 		t.Fatalf("after 10s: %+v, want allowed, slow reported", d)
 	}
@@ -372,7 +359,7 @@ func TestHeadersFromAllow(t *testing.T) {
 		l.Allow(mg)
 	}
 	check("management 201st", get(mg), map[string]string{"RateLimit-Limit": "200", "RateLimit-Remaining": "0", "RateLimit-Reset": "60", "Retry-After": "60"})
-	clk.Add(59500 * time.Millisecond)
+	clk.Advance(59500 * time.Millisecond)
 	check("management at 59.5s", get(mg), map[string]string{"RateLimit-Limit": "200", "RateLimit-Remaining": "0", "RateLimit-Reset": "1", "Retry-After": "1"})
 }
 
@@ -392,7 +379,7 @@ func TestRetryAfterIsExact(t *testing.T) {
 		req := &Request{IP: "192.0.2.1"}
 		for range 10 {
 			for l.Allow(req).Allowed {
-				clk.Add(time.Duration(rng.Int64N(int64(rule.Per) / int64(rule.Limit) / 4)))
+				clk.Advance(time.Duration(rng.Int64N(int64(rule.Per) / int64(rule.Limit) / 4)))
 			}
 			d := l.Allow(req)
 			if d.Allowed || d.RetryAfter <= 0 {
@@ -402,18 +389,18 @@ func TestRetryAfterIsExact(t *testing.T) {
 			// exceed the rate again and start a new block; probe early only
 			// within a throttle or while the block is what binds.
 			if d.RetryAfter > time.Microsecond && (rule.Block == 0 || d.RetryAfter == d.Reset) {
-				clk.Add(d.RetryAfter - time.Microsecond)
+				clk.Advance(d.RetryAfter - time.Microsecond)
 				if d2 := l.Allow(req); d2.Allowed {
 					t.Fatalf("%d/%v block %v: allowed %v before RetryAfter %v", rule.Limit, rule.Per, rule.Block, time.Microsecond, d.RetryAfter)
 				}
-				clk.Add(time.Microsecond)
+				clk.Advance(time.Microsecond)
 			} else {
-				clk.Add(d.RetryAfter)
+				clk.Advance(d.RetryAfter)
 			}
 			if d3 := l.Allow(req); !d3.Allowed {
 				t.Fatalf("%d/%v block %v: rejected at RetryAfter %v: %+v", rule.Limit, rule.Per, rule.Block, d.RetryAfter, d3)
 			}
-			clk.Add(time.Duration(rng.Int64N(int64(rule.Per))))
+			clk.Advance(time.Duration(rng.Int64N(int64(rule.Per))))
 		}
 	}
 }

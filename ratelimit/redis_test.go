@@ -219,7 +219,7 @@ func TestRedisSharedBudget(t *testing.T) {
 			}
 			if tt.clock {
 				// one token comes back after 200 ms, for whichever node
-				clk.Add(200 * time.Millisecond)
+				clk.Advance(200 * time.Millisecond)
 				if d := nodes[1].l.Allow(req); !d.Allowed || d.Remaining != 0 {
 					t.Fatalf("after 200 ms: %+v", d)
 				}
@@ -263,7 +263,7 @@ func TestRedisMatchesLocal(t *testing.T) {
 	for i := range 4000 {
 		r := reqs[rng.IntN(len(reqs))]
 		if rng.IntN(16) == 0 {
-			clk.Add(time.Duration(rng.IntN(200)) * time.Millisecond)
+			clk.Advance(time.Duration(rng.IntN(200)) * time.Millisecond)
 		}
 		want, got := local.Allow(r), shared.l.Allow(r)
 		// The local bucket counts tokens in floating point and may hold

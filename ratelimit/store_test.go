@@ -86,7 +86,7 @@ func TestMemoryBound(t *testing.T) {
 		if d := l.Allow(shape(i)); !d.Allowed {
 			t.Fatalf("request %d rejected by %s", i, d.Rule)
 		}
-		clk.Add(10 * time.Microsecond)
+		clk.Advance(10 * time.Microsecond)
 		if i%1000 == 999 {
 			if n := l.Len(); n > bound {
 				t.Fatalf("after %d requests Len = %d, over %d", i+1, n, bound)
@@ -142,7 +142,7 @@ func TestEvictionPrefersIdleCounters(t *testing.T) {
 	}
 	drive(t, l, &Request{IP: "b"}, 1)
 	drive(t, l, &Request{IP: "c"}, 1)
-	clk.Add(6 * time.Second) // b and c are full again: idle
+	clk.Advance(6 * time.Second) // b and c are full again: idle
 	// A flood of new addresses pushes out the idle ones, then each other, and
 	// never the blocked attacker, the least recently used of all.
 	for i := range 100 {
@@ -187,7 +187,7 @@ func TestHeapUnderRandomTraffic(t *testing.T) {
 		if l.Allow(r).Allowed {
 			allowed++
 		}
-		clk.Add(time.Duration(rng.IntN(200)) * time.Millisecond)
+		clk.Advance(time.Duration(rng.IntN(200)) * time.Millisecond)
 		if i%97 == 0 {
 			checkInvariants(t, l)
 		}

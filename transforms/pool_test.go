@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tokenvault/tokenvault/internal/testclock"
 )
 
 func TestRunHappyPaths(t *testing.T) {
@@ -421,31 +423,13 @@ func TestPoolClose(t *testing.T) {
 	}
 }
 
-// fakeClock is a clock that moves only when the test advances it.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // TestIdleWorkersAreStopped: workers started for a burst stay while they
 // have been idle for no more than IdleTimeout, then those beyond
 // MinWorkers are stopped. Idle time is read from a fake clock, so the
 // machine's speed plays no part; the reaper's pass is called directly.
 func TestIdleWorkersAreStopped(t *testing.T) {
 	const idle = time.Minute
-	clock := &fakeClock{now: time.Unix(1_000_000, 0)}
+	clock := testclock.New(time.Unix(1_000_000, 0))
 	p := newTestPool(t, func(o *Options) {
 		o.MinWorkers, o.MaxWorkers, o.MaxWorkersPerTenant = 1, 3, 3
 		o.IdleTimeout = idle

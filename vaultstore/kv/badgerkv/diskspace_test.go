@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/tokenvault/tokenvault/internal/testclock"
 	"github.com/tokenvault/tokenvault/vaultstore/kv"
 )
 
@@ -47,12 +48,9 @@ func (f *fakeFS) count() int {
 	return f.reads
 }
 
-// fakeClock is a clock the test moves.
-type fakeClock struct{ t time.Time }
+// newFakeClock is a clock the test moves.
+func newFakeClock() *testclock.Clock { return testclock.New(time.Unix(1_700_000_000, 0)) }
 
-func (c *fakeClock) now() time.Time          { return c.t }
-func (c *fakeClock) advance(d time.Duration) { c.t = c.t.Add(d) }
-func newFakeClock() *fakeClock               { return &fakeClock{t: time.Unix(1_700_000_000, 0)} }
 func observed() (*zap.Logger, *observer.ObservedLogs) {
 	core, logs := observer.New(zapcore.DebugLevel)
 	return zap.New(core), logs
@@ -65,11 +63,11 @@ const (
 	testMargin  = testNeed + testReserve
 )
 
-func newTestGuard(free int64) (*spaceGuard, *fakeFS, *fakeClock, *observer.ObservedLogs) {
+func newTestGuard(free int64) (*spaceGuard, *fakeFS, *testclock.Clock, *observer.ObservedLogs) {
 	fs := &fakeFS{free: free}
 	clock := newFakeClock()
 	logger, logs := observed()
-	g := newSpaceGuard("/data", fs.statfs, func() int64 { return testNeed }, 0, testReserve, clock.now, logger)
+	g := newSpaceGuard("/data", fs.statfs, func() int64 { return testNeed }, 0, testReserve, clock.Now, logger)
 	return g, fs, clock, logs
 }
 
@@ -134,7 +132,7 @@ func TestSpaceGuardReadsRarelyWithRoom(t *testing.T) {
 	if fs.count() != 2 {
 		t.Errorf("reads after more than 16 MiB written = %d, want 2", fs.count())
 	}
-	clock.advance(readingMaxAge)
+	clock.Advance(readingMaxAge)
 	if err := g.admit(1000, false); err != nil {
 		t.Fatal(err)
 	}
@@ -148,10 +146,10 @@ func TestSpaceGuardReadsRarelyWithRoom(t *testing.T) {
 // many writes it refuses meanwhile; writes resume without a reopen.
 func TestSpaceGuardLogsTransitionsOnceAndResumes(t *testing.T) {
 	g, fs, clock, logs := newTestGuard(1 << 30)
-	step := func() { clock.advance(nearAge) }
+	step := func() { clock.Advance(nearAge) }
 
 	fs.set(testMargin - 10*mb)
-	clock.advance(readingMaxAge) // a change the guard did not make is seen within a second
+	clock.Advance(readingMaxAge) // a change the guard did not make is seen within a second
 	for i := 0; i < 200; i++ {
 		step()
 		if err := g.admit(1000, false); !errors.Is(err, kv.ErrNoSpace) {
@@ -172,7 +170,7 @@ func TestSpaceGuardLogsTransitionsOnceAndResumes(t *testing.T) {
 	}
 
 	fs.set(testNeed - mb)
-	clock.advance(readingMaxAge)
+	clock.Advance(readingMaxAge)
 	for i := 0; i < 50; i++ {
 		step()
 		if err := g.admit(1000, true); !errors.Is(err, kv.ErrNoSpace) {
@@ -219,7 +217,7 @@ func TestSpaceGuardNeedGrowsWithWrites(t *testing.T) {
 	logger, _ := observed()
 	renewals := 0
 	// 4.5 bytes more needed per byte written
-	g := newSpaceGuard("/data", fs.statfs, func() int64 { renewals++; return testNeed }, 36, testReserve, clock.now, logger)
+	g := newSpaceGuard("/data", fs.statfs, func() int64 { renewals++; return testNeed }, 36, testReserve, clock.Now, logger)
 	// 26 MB left after it, 18 MB more needed
 	if err := g.admit(4*mb, false); err != nil {
 		t.Fatalf("the first write: %v", err)
@@ -232,7 +230,7 @@ func TestSpaceGuardNeedGrowsWithWrites(t *testing.T) {
 	if err := g.admit(4*mb, false); !errors.Is(err, kv.ErrNoSpace) {
 		t.Fatalf("a second write before the margin is renewed: %v", err)
 	}
-	clock.advance(nearAge)
+	clock.Advance(nearAge)
 	// renewed: 22 MB left after it, 18 MB more needed
 	if err := g.admit(4*mb, false); err != nil {
 		t.Fatalf("a write once the margin is renewed: %v", err)
@@ -265,9 +263,9 @@ func TestSpaceGuardUnreadableFileSystem(t *testing.T) {
 	fs := &fakeFS{err: errors.New("statfs: not supported")}
 	clock := newFakeClock()
 	logger, logs := observed()
-	g := newSpaceGuard("/data", fs.statfs, func() int64 { return testNeed }, 0, testReserve, clock.now, logger)
+	g := newSpaceGuard("/data", fs.statfs, func() int64 { return testNeed }, 0, testReserve, clock.Now, logger)
 	for i := 0; i < 5; i++ {
-		clock.advance(readingMaxAge)
+		clock.Advance(readingMaxAge)
 		if err := g.admit(1000, false); err != nil {
 			t.Fatal(err)
 		}

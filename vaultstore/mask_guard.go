@@ -451,12 +451,15 @@ func checkTokenID(tokenType, id string, data any) error {
 // random: when it fails checkTokenID it is drawn again, up to idDraws
 // times, so an alias that happens to pass the Luhn check, or to equal
 // the number, is never kept and never refused; an expression that gives
-// the same failing id twice is refused at once.
+// the same failing id three times in a row is refused at once (twice is
+// not enough: an alias of 4 random digits repeats a failing draw one time
+// in 10,000, which refused about one create in 100,000 at random).
 func evaluateGuardedID(tokenType, src string, data any) (string, error) {
 	h, hidden := hiddenNumberOf(tokenType, data)
 	m, _ := data.(map[string]any)
 	var (
 		last    string
+		repeats int // draws in a row that gave last
 		lastErr error
 	)
 	for draw := 0; draw < idDraws; draw++ {
@@ -488,7 +491,11 @@ func evaluateGuardedID(tokenType, src string, data any) (string, error) {
 			return id, nil
 		}
 		if draw > 0 && id == last {
-			break // not random: drawing again gives the same id
+			if repeats++; repeats == 2 {
+				break // not random: drawing again gives the same id
+			}
+		} else {
+			repeats = 0
 		}
 		last = id
 	}

@@ -2,8 +2,10 @@ package vaultstore
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tokenvault/tokenvault/vaultstore/kv"
 )
@@ -16,11 +18,34 @@ type tierKV struct {
 	deferred []bool
 }
 
+// Update records the deferred-sync mark of each committed transaction
+// that wrote an audit record; the store's background work (folds, the
+// sweep) may commit other transactions meanwhile, which do not count.
 func (k *tierKV) Update(ctx context.Context, fn func(Writer) error) error {
-	k.mu.Lock()
-	k.deferred = append(k.deferred, kv.DeferredSync(ctx))
-	k.mu.Unlock()
-	return k.KV.Update(ctx, fn)
+	var audited bool
+	err := k.KV.Update(ctx, func(w Writer) error {
+		audited = false
+		return fn(auditSpy{Writer: w, audited: &audited})
+	})
+	if err == nil && audited {
+		k.mu.Lock()
+		k.deferred = append(k.deferred, kv.DeferredSync(ctx))
+		k.mu.Unlock()
+	}
+	return err
+}
+
+// auditSpy notes whether a transaction puts an audit record.
+type auditSpy struct {
+	Writer
+	audited *bool
+}
+
+func (a auditSpy) Put(key, value []byte, ttl time.Duration) error {
+	if strings.Contains(string(key), "/log/") {
+		*a.audited = true
+	}
+	return a.Writer.Put(key, value, ttl)
 }
 
 func (k *tierKV) Unwrap() KV { return k.KV }

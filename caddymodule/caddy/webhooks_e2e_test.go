@@ -226,7 +226,7 @@ func TestWebhooksE2ESignedOrderedRetried(t *testing.T) {
 			r.Header.Get("Svc-Delivery-Attempt") != strconv.Itoa(i%3+1) || r.Header.Get("Svc-Api-Key") != "" {
 			t.Fatalf("request %d headers %v", i, r.Header)
 		}
-		if bytes.Contains(r.Body, []byte("4242")) || bytes.Contains(r.Body, []byte(`"123"`)) {
+		if bytes.Contains(r.Body, []byte("42424242")) || bytes.Contains(r.Body, []byte(`"123"`)) {
 			t.Fatalf("a delivery holds card data: %s", r.Body)
 		}
 	}

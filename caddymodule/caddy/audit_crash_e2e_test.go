@@ -41,15 +41,25 @@ func newCrashDestination(t *testing.T, pans map[string]string) *crashDestination
 
 func (d *crashDestination) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var body struct{ Ref, Number string }
-	raw, _ := io.ReadAll(r.Body)
-	err := json.Unmarshal(raw, &body)
+	raw, readErr := io.ReadAll(r.Body)
 	d.mu.Lock()
-	if err != nil || d.pans[body.Ref] == "" || body.Number != d.pans[body.Ref] {
-		d.wrong = append(d.wrong, fmt.Sprintf("%.200s", raw))
+	defer d.mu.Unlock()
+	if readErr != nil {
+		// The vault was killed while it sent this request: only what
+		// arrived left the vault. A cut-short body counts when it holds
+		// a card number, against the token whose id it names.
+		for id, pan := range d.pans {
+			if strings.Contains(string(raw), id) && strings.Contains(string(raw), pan) {
+				d.got[id]++
+			}
+		}
+		return
+	}
+	if err := json.Unmarshal(raw, &body); err != nil || d.pans[body.Ref] == "" || body.Number != d.pans[body.Ref] {
+		d.wrong = append(d.wrong, fmt.Sprintf("%q", fmt.Sprintf("%.200s", raw)))
 	} else {
 		d.got[body.Ref]++
 	}
-	d.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	io.WriteString(w, `{"ok":true}`)
 }

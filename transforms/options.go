@@ -28,8 +28,11 @@ const (
 	// KillGrace is how long past its deadline a worker may take to answer
 	// before the pool kills it, unless Options.KillGrace says otherwise.
 	KillGrace = time.Second
-	// startTimeout bounds a worker's start-up handshake.
-	startTimeout = 10 * time.Second
+	// startTimeout bounds a worker's start-up handshake. A worker starts
+	// in milliseconds; the bound is for one that hangs, and it is
+	// generous because a race-built binary on a loaded 2-core machine
+	// once took over 10 s (TestAppSharesStoreAcrossReload).
+	startTimeout = 30 * time.Second
 )
 
 // Options configure a [Pool].

@@ -9,7 +9,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -231,19 +230,9 @@ func (e *tokenEnv) checkSecrets() {
 // PATCH defaults to application/merge-patch+json.
 func (e *tokenEnv) do(role, method, path string, body any, hdr ...string) tvResp {
 	e.tb.Helper()
-	var rd io.Reader
-	switch b := body.(type) {
-	case nil:
-	case string:
-		rd = strings.NewReader(b)
-	case []byte:
-		rd = bytes.NewReader(b)
-	default:
-		raw, err := json.Marshal(b)
-		if err != nil {
-			e.tb.Fatal(err)
-		}
-		rd = bytes.NewReader(raw)
+	rd, err := testjson.Body(body)
+	if err != nil {
+		e.tb.Fatal(err)
 	}
 	req := httptest.NewRequest(method, path, rd)
 	if key := e.keys[role]; key != "" {

@@ -559,19 +559,9 @@ func doRequestTraced(client *http.Client, method, url, key string, body any, hdr
 }
 
 func doRequestCtx(ctx context.Context, client *http.Client, method, url, key string, body any, hdr ...string) (apiResponse, error) {
-	var rd io.Reader
-	switch b := body.(type) {
-	case nil:
-	case string:
-		rd = strings.NewReader(b)
-	case []byte:
-		rd = bytes.NewReader(b)
-	default:
-		raw, err := json.Marshal(b)
-		if err != nil {
-			return apiResponse{}, err
-		}
-		rd = bytes.NewReader(raw)
+	rd, err := testjson.Body(body)
+	if err != nil {
+		return apiResponse{}, err
 	}
 	req, err := http.NewRequestWithContext(ctx, method, url, rd)
 	if err != nil {

@@ -1,7 +1,34 @@
 // Package testjson walks decoded JSON values (the any that encoding/json
-// gives) for tests: one path helper, shared by the API tests and the
-// end-to-end tests, so that both read answers the same way.
+// gives) for tests, and encodes request bodies: one path helper and one
+// body encoder, shared by the API tests and the end-to-end tests, so that
+// both send requests and read answers the same way.
 package testjson
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"strings"
+)
+
+// Body is a request body for v: nil for nil, a string or []byte as it is
+// (so a test can send malformed JSON), anything else encoded as JSON.
+func Body(v any) (io.Reader, error) {
+	switch b := v.(type) {
+	case nil:
+		return nil, nil
+	case string:
+		return strings.NewReader(b), nil
+	case []byte:
+		return bytes.NewReader(b), nil
+	default:
+		raw, err := json.Marshal(b)
+		if err != nil {
+			return nil, err
+		}
+		return bytes.NewReader(raw), nil
+	}
+}
 
 // Field walks v by a path of object member names (strings) and array
 // indexes (ints); nil when the path does not exist or names a step of

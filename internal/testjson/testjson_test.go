@@ -2,6 +2,7 @@ package testjson
 
 import (
 	"encoding/json"
+	"io"
 	"testing"
 )
 
@@ -35,5 +36,37 @@ func TestField(t *testing.T) {
 	}
 	if !Has(v, "z") || Has(v, "y") || Has(Field(v, "a", "b"), "c") {
 		t.Fatal("Has: a null member is there, a missing one is not, an array has none")
+	}
+}
+
+func TestBody(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   any
+		want string
+	}{
+		{"string as it is", `{"a":`, `{"a":`},
+		{"bytes as they are", []byte("not json"), "not json"},
+		{"a map as JSON", map[string]any{"type": "card", "n": 1}, `{"n":1,"type":"card"}`},
+		{"a struct as JSON", struct {
+			ID string `json:"id"`
+		}{"x"}, `{"id":"x"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := Body(tc.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := io.ReadAll(r)
+			if string(got) != tc.want {
+				t.Fatalf("Body(%v) = %q, want %q", tc.in, got, tc.want)
+			}
+		})
+	}
+	if r, err := Body(nil); r != nil || err != nil {
+		t.Fatalf("Body(nil) = %v, %v; want no body", r, err)
+	}
+	if _, err := Body(map[string]any{"f": func() {}}); err == nil {
+		t.Fatal("Body of a value JSON cannot hold: no error")
 	}
 }

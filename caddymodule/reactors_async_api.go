@@ -140,13 +140,14 @@ func reactAsync(c *call) error {
 	return writeJSON(c.w, http.StatusAccepted, asyncReactResponse{AsyncReactorRequestID: a.ID})
 }
 
-// reactionResult: GET /reactors/{id}/results/{request_id}. It answers the
+// reactionResult: GET /reactors/{id}/results/{request_id}, for the
+// application that queued the reaction (any other gets 404). It answers the
 // reaction's status (pending, running, completed or failed) and, once it
 // has run, what react would have answered: the members of its body (raw
 // and tokens) on success, or under error the problem (or the body of the
 // code's custom error) with its HTTP status as error_status.
 func reactionResult(c *call) error {
-	a, err := c.store.GetAsyncReaction(c.ctx(), c.tenantID(), c.params["id"], c.params["request_id"])
+	a, err := c.store.GetAsyncReaction(c.ctx(), c.tenantID(), c.params["id"], c.params["request_id"], c.principal.Application)
 	if err != nil {
 		return err
 	}

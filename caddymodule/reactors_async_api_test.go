@@ -89,6 +89,10 @@ func TestReactAsyncAPI(t *testing.T) {
 	tvWantStatus(t, r, http.StatusCreated, "other tenant's invoker")
 	e.keys["other-invoker"] = testjson.Str(r.body, "key")
 	tvWantProblem(t, e.do("other-invoker", http.MethodGet, "/reactors/"+id+"/results/"+ok, nil), http.StatusNotFound, "another tenant's result")
+	r = e.do(tvRoleMgmt, http.MethodPost, "/applications", map[string]any{"name": "second invoker", "type": "private", "permissions": []string{"reactor:invoke"}})
+	tvWantStatus(t, r, http.StatusCreated, "second invoker of the tenant")
+	e.keys["second-invoker"] = testjson.Str(r.body, "key")
+	tvWantProblem(t, e.do("second-invoker", http.MethodGet, "/reactors/"+id+"/results/"+ok, nil), http.StatusNotFound, "another application's result")
 
 	// the dispatcher runs them in the workers
 	app.logger = zap.NewNop()

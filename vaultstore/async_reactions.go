@@ -228,9 +228,12 @@ func (s *Store) getAsync(r Reader, tk *tenantKeys, tenantID, id string) (*asyncR
 }
 
 // GetAsyncReaction returns a reaction of the tenant's reactor reactorID
-// with its result once it has one. Another tenant's reaction, another
-// reactor's, or an expired one is ErrNotFound.
-func (s *Store) GetAsyncReaction(ctx context.Context, tenantID, reactorID, id string) (*AsyncReaction, error) {
+// with its result once it has one, to the application that queued it: a
+// result can hold what the reactor detokenized, so an application that
+// may invoke the reactor but not read those tokens must not read another
+// application's result. Another tenant's reaction, another reactor's,
+// another application's, or an expired one is ErrNotFound.
+func (s *Store) GetAsyncReaction(ctx context.Context, tenantID, reactorID, id string, caller *Application) (*AsyncReaction, error) {
 	if !isID(id) || !isID(reactorID) {
 		return nil, ErrNotFound
 	}
@@ -244,7 +247,7 @@ func (s *Store) GetAsyncReaction(ctx context.Context, tenantID, reactorID, id st
 		if err != nil {
 			return err
 		}
-		if rec.ReactorID != reactorID {
+		if rec.ReactorID != reactorID || caller == nil || rec.CallerID != caller.ID {
 			return ErrNotFound
 		}
 		a := rec.AsyncReaction

@@ -7,11 +7,13 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/tokenvault/tokenvault/internal/testclock"
 )
 
 type asyncWorld struct {
 	s       *Store
-	clock   *settableClock
+	clock   *testclock.Clock
 	dir     string
 	tenant  *CreatedTenant
 	caller  *Principal
@@ -20,7 +22,7 @@ type asyncWorld struct {
 
 func newAsyncWorld(t *testing.T) *asyncWorld {
 	t.Helper()
-	w := &asyncWorld{clock: &settableClock{t: time.Now().UTC().Truncate(time.Second)}, dir: t.TempDir()}
+	w := &asyncWorld{clock: testclock.New(time.Now().UTC().Truncate(time.Second)), dir: t.TempDir()}
 	w.s = openTestStore(t, Options{Dir: w.dir, Now: w.clock.Now})
 	w.setup(t)
 	return w
@@ -47,7 +49,7 @@ func (w *asyncWorld) enqueue(t *testing.T, args string, limit int) (*AsyncReacti
 
 func (w *asyncWorld) status(t *testing.T, id string) *AsyncReaction {
 	t.Helper()
-	a, err := w.s.GetAsyncReaction(context.Background(), w.tenant.Tenant.ID, w.reactor.ID, id)
+	a, err := w.s.GetAsyncReaction(context.Background(), w.tenant.Tenant.ID, w.reactor.ID, id, w.caller.Application)
 	if err != nil {
 		t.Fatalf("GetAsyncReaction(%s): %v", id, err)
 	}
@@ -120,16 +122,28 @@ func TestAsyncReactionLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// results expire after a day, and are nobody else's
+	// results expire after a day, and are nobody else's: not another
+	// tenant's, nor another application's of the same tenant
 	other := mustCreateTenant(t, w.s, "O", TenantTest)
-	if _, err := w.s.GetAsyncReaction(ctx, other.Tenant.ID, w.reactor.ID, a.ID); !errors.Is(err, ErrNotFound) {
+	if _, err := w.s.GetAsyncReaction(ctx, other.Tenant.ID, w.reactor.ID, a.ID, w.caller.Application); !errors.Is(err, ErrNotFound) {
 		t.Errorf("another tenant reads the result: %v", err)
 	}
-	if _, err := w.s.GetAsyncReaction(ctx, w.tenant.Tenant.ID, "00000000-0000-4000-8000-000000000000", a.ID); !errors.Is(err, ErrNotFound) {
+	if _, err := w.s.GetAsyncReaction(ctx, w.tenant.Tenant.ID, "00000000-0000-4000-8000-000000000000", a.ID, w.caller.Application); !errors.Is(err, ErrNotFound) {
 		t.Errorf("the result under another reactor id: %v", err)
 	}
+	_, otherKey := mustCreateApp(t, w.s, w.tenant.Tenant.ID, ApplicationInput{Name: "other caller", Type: AppPrivate, Permissions: []string{"reactor:invoke"}})
+	otherCaller, err := w.s.Authenticate(ctx, otherKey.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.s.GetAsyncReaction(ctx, w.tenant.Tenant.ID, w.reactor.ID, a.ID, otherCaller.Application); !errors.Is(err, ErrNotFound) {
+		t.Errorf("another application of the tenant, which may invoke the reactor, reads the result: %v", err)
+	}
+	if _, err := w.s.GetAsyncReaction(ctx, w.tenant.Tenant.ID, w.reactor.ID, a.ID, nil); !errors.Is(err, ErrNotFound) {
+		t.Errorf("no caller reads the result: %v", err)
+	}
 	w.clock.Advance(DefaultAsyncResultTTL)
-	if _, err := w.s.GetAsyncReaction(ctx, w.tenant.Tenant.ID, w.reactor.ID, a.ID); !errors.Is(err, ErrNotFound) {
+	if _, err := w.s.GetAsyncReaction(ctx, w.tenant.Tenant.ID, w.reactor.ID, a.ID, w.caller.Application); !errors.Is(err, ErrNotFound) {
 		t.Errorf("result after 24 hours: %v, want ErrNotFound", err)
 	}
 	if _, err := w.s.EnqueueAsyncReaction(ctx, w.tenant.Tenant.ID, "00000000-0000-4000-8000-000000000000", w.caller.Application, nil, 0, 0); !errors.Is(err, ErrNotFound) {

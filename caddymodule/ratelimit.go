@@ -26,7 +26,7 @@ type RateLimits struct {
 	// api-tokens-search, api-tokens-list, api-tokens-create,
 	// api-account-updater, private-application, public-application,
 	// management-application, proxy-key, proxy-hostname, global,
-	// legacy-api-key).
+	// legacy-api-key, api-documents).
 	Rules map[string]RateLimitRule `json:"rules,omitempty"`
 }
 

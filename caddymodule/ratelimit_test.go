@@ -1,7 +1,6 @@
 package caddymodule
 
 import (
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -56,6 +55,7 @@ func TestRateLimitRows(t *testing.T) {
 		{ratelimit.RuleProxyKey, shape{method: http.MethodPost, path: "/proxy?svc-proxy-key=" + openProxyKey, body: "ping"}},
 		{ratelimit.RuleProxyHostname, shape{method: http.MethodPost, path: "/charges", body: "ping", handler: handlerFunc(whitelabel)}},
 		{ratelimit.RuleGlobal, shape{method: http.MethodGet, path: "/tenants/self"}},
+		{ratelimit.RuleDocuments, shape{role: "user", method: http.MethodGet, path: "/documents/00000000-0000-4000-8000-000000000000/data"}},
 	}
 	defaults := map[string]ratelimit.Rule{}
 	for _, rule := range ratelimit.DefaultRules() {
@@ -73,7 +73,11 @@ func TestRateLimitRows(t *testing.T) {
 			t.Cleanup(func() { e.h.limits.limiter, whitelabel.limits.limiter = nil, nil })
 
 			send := func() *httptest.ResponseRecorder {
-				req := httptest.NewRequest(row.shape.method, row.shape.path, bodyReader(t, row.shape.body))
+				body, err := testjson.Body(row.shape.body)
+				if err != nil {
+					t.Fatal(err)
+				}
+				req := httptest.NewRequest(row.shape.method, row.shape.path, body)
 				req.Host = "pay.example.test"
 				if key := e.keys[row.shape.role]; key != "" {
 					req.Header.Set("SVC-API-KEY", key)
@@ -194,15 +198,4 @@ func handlerFunc(h interface {
 	ServeHTTP(http.ResponseWriter, *http.Request, caddyhttp.Handler) error
 }) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _ = h.ServeHTTP(w, r, nil) })
-}
-
-// bodyReader encodes a test body: nil, a string sent as is, or JSON.
-func bodyReader(tb testing.TB, body any) io.Reader {
-	switch b := body.(type) {
-	case nil:
-		return nil
-	case string:
-		return strings.NewReader(b)
-	}
-	return strings.NewReader(tvJSON(tb, body))
 }

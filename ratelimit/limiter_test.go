@@ -34,6 +34,7 @@ func rowRequest(t *testing.T, name string) *Request {
 		RuleProxyHostname:  {IP: ip, Hostname: "pay.example.com", Whitelabel: true, Method: "POST", Path: "/"},
 		RuleGlobal:         {IP: ip, Method: "GET", Path: "/x"},
 		RuleLegacyKey:      {IP: ip, APIKey: key, LegacyKey: true, Method: "GET", Path: "/x"},
+		RuleDocuments:      {IP: ip, APIKey: key, AppType: "private", Method: "POST", Path: "/documents"},
 	}[name]
 	if r == nil {
 		t.Fatalf("no request for rule %q", name)

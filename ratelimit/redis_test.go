@@ -249,7 +249,7 @@ func TestRedisMatchesLocal(t *testing.T) {
 	shared := newNode(t, nodeOpts{prefix: prefix, rules: rules, now: clk.Now})
 
 	rows := []string{RuleTestTenant, RuleTokensSearch, RuleTokensList, RuleTokensCreate, RuleAccountUpdater,
-		RulePrivateApp, RulePublicApp, RuleManagementApp, RuleProxyKey, RuleProxyHostname, RuleGlobal, RuleLegacyKey}
+		RulePrivateApp, RulePublicApp, RuleManagementApp, RuleProxyKey, RuleProxyHostname, RuleGlobal, RuleLegacyKey, RuleDocuments}
 	var reqs []*Request
 	for _, row := range rows {
 		for _, ip := range []string{"198.51.100.9", "203.0.113.4"} {

@@ -75,6 +75,7 @@ const (
 	RuleProxyHostname  = "proxy-hostname"
 	RuleGlobal         = "global"
 	RuleLegacyKey      = "legacy-api-key"
+	RuleDocuments      = "api-documents"
 )
 
 // DefaultRules returns the Limits table of the interface spec, one Rule per
@@ -92,6 +93,11 @@ const (
 //	proxy-hostname          unauthenticated or whitelabel proxy, per custom hostname and IP 50 / 10 s throttle
 //	global                  any request, per IP                              2000 / 10 s  block 30 s
 //	legacy-api-key          legacy API keys, per IP and API key               100 / 1 min throttle
+//	api-documents           API, POST /documents or GET /documents/{id}/data, per IP and API key  10 / 1 min throttle
+//
+// api-documents is not in the interface spec's table: it is the vendor's
+// current row for documents, which move up to 25 MB each, and it applies
+// to uploads and content downloads, not to reading a document's metadata.
 //
 // The API rules apply only to requests to the API itself, not to proxy
 // invocations (a request with a proxy key or hostname, or marked
@@ -112,6 +118,7 @@ func DefaultRules() []Rule {
 		{Name: RuleProxyHostname, Match: isOpenProxy, Counter: byHostnameAndIP, Limit: 50, Per: tenSeconds},
 		{Name: RuleGlobal, Match: always, Counter: byIP, Limit: 2000, Per: tenSeconds, Block: 30 * time.Second},
 		{Name: RuleLegacyKey, Match: isLegacyKey, Counter: byIPAndKey, Limit: 100, Per: minute},
+		{Name: RuleDocuments, Match: isDocumentTransfer, Counter: byIPAndKey, Limit: 10, Per: minute},
 	}
 }
 
@@ -151,6 +158,21 @@ func isTokensList(r *Request) bool {
 func isTokensCreate(r *Request) bool {
 	p, ok := apiPath(r)
 	return ok && r.Method == "POST" && (p == "/tokens" || p == "/tokenize" || p == "/token-intents")
+}
+
+// isDocumentTransfer reports a document upload or a download of a
+// document's content: POST /documents or GET /documents/{id}/data.
+func isDocumentTransfer(r *Request) bool {
+	p, ok := apiPath(r)
+	if !ok {
+		return false
+	}
+	if r.Method == "POST" && p == "/documents" {
+		return true
+	}
+	id, found := strings.CutPrefix(p, "/documents/")
+	id, found2 := strings.CutSuffix(id, "/data")
+	return r.Method == "GET" && found && found2 && id != "" && !strings.Contains(id, "/")
 }
 
 func isAccountUpdater(r *Request) bool {

@@ -55,6 +55,7 @@ func TestDefaultRulesTable(t *testing.T) {
 		{RuleProxyHostname, 50, 10 * time.Second, 0},
 		{RuleGlobal, 2000, 10 * time.Second, 30 * time.Second},
 		{RuleLegacyKey, 100, time.Minute, 0},
+		{RuleDocuments, 10, time.Minute, 0}, // the vendor's row, beyond the spec
 	}
 	got := DefaultRules()
 	if len(got) != len(want) {
@@ -126,6 +127,22 @@ func TestRuleMatching(t *testing.T) {
 		{"/account-updater/", api("production", "private", "GET", "/account-updater/"),
 			[]string{RuleAccountUpdater, RulePrivateApp, RuleGlobal}},
 		{"/account-updaters is another resource", api("production", "private", "GET", "/account-updaters"),
+			[]string{RulePrivateApp, RuleGlobal}},
+		{"POST /documents", api("production", "private", "POST", "/documents"),
+			[]string{RulePrivateApp, RuleGlobal, RuleDocuments}},
+		{"GET /documents/{id}/data", api("production", "private", "GET", "/documents/d1/data"),
+			[]string{RulePrivateApp, RuleGlobal, RuleDocuments}},
+		{"GET /documents/{id}/data/", api("production", "private", "GET", "/documents/d1/data/"),
+			[]string{RulePrivateApp, RuleGlobal, RuleDocuments}},
+		{"GET /documents/{id} reads metadata only", api("production", "private", "GET", "/documents/d1"),
+			[]string{RulePrivateApp, RuleGlobal}},
+		{"DELETE /documents/{id}", api("production", "private", "DELETE", "/documents/d1"),
+			[]string{RulePrivateApp, RuleGlobal}},
+		{"GET /documents/data has no id", api("production", "private", "GET", "/documents/data"),
+			[]string{RulePrivateApp, RuleGlobal}},
+		{"GET /documents/a/b/data is no document", api("production", "private", "GET", "/documents/a/b/data"),
+			[]string{RulePrivateApp, RuleGlobal}},
+		{"POST /documents/{id}/data", api("production", "private", "POST", "/documents/d1/data"),
 			[]string{RulePrivateApp, RuleGlobal}},
 		{"public app", api("production", "public", "POST", "/tokens"),
 			[]string{RuleTokensCreate, RulePublicApp, RuleGlobal}},

@@ -66,7 +66,7 @@ func TestMemoryBound(t *testing.T) {
 	shape := func(i int) *Request {
 		ip := fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255)
 		key := fmt.Sprint("key-", i)
-		switch i % 6 {
+		switch i % 7 {
 		case 0:
 			return &Request{IP: ip, APIKey: key, TenantType: "test", AppType: "private", Method: "POST", Path: "/tokens"}
 		case 1:
@@ -77,6 +77,8 @@ func TestMemoryBound(t *testing.T) {
 			return &Request{IP: ip, ProxyKey: key, Hostname: key + ".example.com", Whitelabel: true, Method: "POST", Path: "/tokens"}
 		case 4:
 			return &Request{IP: ip, APIKey: key, LegacyKey: true, Method: "GET", Path: "/account-updater/jobs"}
+		case 5:
+			return &Request{IP: ip, APIKey: key, AppType: "private", Method: "GET", Path: "/documents/d1/data"}
 		default:
 			return &Request{IP: ip, Method: "POST", Path: "/tokenize"}
 		}

@@ -3,11 +3,12 @@ package vaultstore
 import (
 	"context"
 	"errors"
-	"github.com/tokenvault/tokenvault/vaultstore/kv/badgerkv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tokenvault/tokenvault/vaultstore/kv/badgerkv"
 )
 
 // countingKV counts write transactions and can fail them; after, when
@@ -35,14 +36,14 @@ func (c *countingKV) Update(ctx context.Context, fn func(Writer) error) error {
 
 func (c *countingKV) Unwrap() KV { return c.KV }
 
-func newBatchWorld(t *testing.T) (*twWorld, *countingKV, string) {
+func newBatchWorld(t *testing.T) (*tokenWorld, *countingKV, string) {
 	t.Helper()
 	kv := &countingKV{}
 	clock := newFakeClock()
 	dir := t.TempDir()
 	s := openTestStore(t, Options{Dir: dir, Now: clock.Now, SyncWrites: true, WrapKV: func(inner KV) KV { kv.KV = inner; return kv }})
-	w := newTWWorldOn(t, s, clock, dir, nil)
-	tok := w.mustCreate("admin", TokenInput{Type: "card", Data: twCard(twVisa, twCVC)})
+	w := newTokenWorldOn(t, s, clock, dir, nil)
+	tok := w.mustCreate("admin", TokenInput{Type: "card", Data: cardData(testVisa, testCVC)})
 	// the first read also marks the token active this month; the reads
 	// below write only their audit records
 	if _, err := w.s.GetToken(w.ctx, w.req("admin"), tok.ID); err != nil {
@@ -55,7 +56,7 @@ func newBatchWorld(t *testing.T) (*twWorld, *countingKV, string) {
 // fewer transactions than there are reads.
 func TestConcurrentReadsShareAuditTransactions(t *testing.T) {
 	w, kv, id := newBatchWorld(t)
-	before := len(auAll(t, w.s, w.tenant.ID))
+	before := len(allAuditRecords(t, w.s, w.tenant.ID))
 	updatesBefore := kv.updates.Load()
 	const readers, reads = 32, 20
 	var wg sync.WaitGroup
@@ -73,7 +74,7 @@ func TestConcurrentReadsShareAuditTransactions(t *testing.T) {
 	if failed.Load() != 0 {
 		t.Fatalf("%d reads failed", failed.Load())
 	}
-	if got := len(auAll(t, w.s, w.tenant.ID)) - before; got != readers*reads {
+	if got := len(allAuditRecords(t, w.s, w.tenant.ID)) - before; got != readers*reads {
 		t.Errorf("%d new audit records, want one per read (%d)", got, readers*reads)
 	}
 	txns := kv.updates.Load() - updatesBefore
@@ -234,7 +235,7 @@ func TestAuditBatchLingersForAnnouncedReads(t *testing.T) {
 func TestFailedAuditBatchMarksNothingActive(t *testing.T) {
 	w, kv, id := newBatchWorld(t)
 	now := w.clock.Peek()
-	twAdvance(w.clock, time.Date(now.Year(), now.Month()+1, 1, 0, 0, 1, 0, time.UTC).Sub(now))
+	w.clock.Advance(time.Date(now.Year(), now.Month()+1, 1, 0, 0, 1, 0, time.UTC).Sub(now))
 	mat := func() int64 { t.Helper(); return w.usage().TokenReport.MonthlyActiveTokens }
 	if n := mat(); n != 0 {
 		t.Fatalf("first of the next month: %d active, want 0", n)
@@ -266,7 +267,7 @@ func TestActivityMarkerRememberedForItsMonth(t *testing.T) {
 	nextMonth := time.Date(written.Year(), written.Month()+1, 1, 0, 0, 1, 0, time.UTC)
 	turn := func() {
 		if d := nextMonth.Sub(w.clock.Peek()); d > 0 {
-			twAdvance(w.clock, d)
+			w.clock.Advance(d)
 		}
 	}
 	kv.after.Store(&turn)

@@ -14,8 +14,8 @@ import (
 func BenchmarkAuditedParallel(b *testing.B) {
 	for _, op := range []string{"GetTokenRevealed", "CreateCardToken"} {
 		b.Run(op, func(b *testing.B) {
-			w := newTWBenchWorld(b, true)
-			tok := w.mustCreate("admin", TokenInput{Type: "card", Data: twBenchCard(7)})
+			w := newTokenBenchWorld(b, true)
+			tok := w.mustCreate("admin", TokenInput{Type: "card", Data: benchCard(7)})
 			req := w.req("admin")
 			var n atomic.Int64
 			b.SetParallelism(8)
@@ -24,7 +24,7 @@ func BenchmarkAuditedParallel(b *testing.B) {
 				for pb.Next() {
 					var err error
 					if op == "CreateCardToken" {
-						_, err = w.s.CreateToken(w.ctx, req, TokenInput{Type: "card", Data: twBenchCard(int(n.Add(1)))})
+						_, err = w.s.CreateToken(w.ctx, req, TokenInput{Type: "card", Data: benchCard(int(n.Add(1)))})
 					} else {
 						_, err = w.s.GetToken(w.ctx, req, tok.ID)
 					}

@@ -17,15 +17,8 @@ import (
 	"go.uber.org/zap/zapcore"
 )
 
-// acAdvance moves the fake clock forward by d.
-func acAdvance(c *fakeClock, d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
-// acSlot returns the slot the chain index gives seq.
-func acSlot(tb testing.TB, s *Store, tenantID string, seq uint64) string {
+// chainSlot returns the slot the chain index gives seq.
+func chainSlot(tb testing.TB, s *Store, tenantID string, seq uint64) string {
 	tb.Helper()
 	var slot string
 	err := s.kv.View(context.Background(), func(r Reader) error {
@@ -39,8 +32,8 @@ func acSlot(tb testing.TB, s *Store, tenantID string, seq uint64) string {
 	return slot
 }
 
-// acVerify verifies the tenant's chain and fails on an error.
-func acVerify(tb testing.TB, s *Store, tenantID string, since AuditSince) *AuditChainReport {
+// verifyAuditChain verifies the tenant's chain and fails on an error.
+func verifyAuditChain(tb testing.TB, s *Store, tenantID string, since AuditSince) *AuditChainReport {
 	tb.Helper()
 	rep, err := s.VerifyAuditChain(context.Background(), tenantID, since)
 	if err != nil {
@@ -49,30 +42,31 @@ func acVerify(tb testing.TB, s *Store, tenantID string, since AuditSince) *Audit
 	return rep
 }
 
-// acWorld is a token world with some audit history: the tenant's creation
+// newChainWorld is a token world with some audit history: the tenant's creation
 // (3 records), the admin application and its key (2), two tokens (2), and
 // n detokenizations.
-func acWorld(tb testing.TB, n int) *auWorld {
+func newChainWorld(tb testing.TB, n int) *auditWorld {
 	tb.Helper()
-	w := newAUWorld(tb)
+	w := newAuditWorld(tb)
 	for i := range n {
-		if _, err := w.detokenizeAudited(tb, "admin", `"{{ aa-text }}"`, auRecord(fmt.Sprintf("proxy-%d", i))); err != nil {
+		if _, err := w.detokenizeAudited(tb, "admin", `"{{ aa-text }}"`, auditRecordFor(fmt.Sprintf("proxy-%d", i))); err != nil {
 			tb.Fatal(err)
 		}
 	}
 	return w
 }
 
-// acRaw edits the engine directly, bypassing the vault, as someone with
+// editStorage edits the engine directly, bypassing the vault, as someone with
 // access to the storage would.
-func acRaw(tb testing.TB, s *Store, fn func(w Writer) error) {
+func editStorage(tb testing.TB, s *Store, fn func(w Writer) error) {
 	tb.Helper()
 	if err := s.kv.Update(context.Background(), fn); err != nil {
 		tb.Fatalf("editing the storage: %v", err)
 	}
 }
 
-func acFaults(rep *AuditChainReport) string {
+// chainFaults describes a report's faults for a failure message.
+func chainFaults(rep *AuditChainReport) string {
 	b, _ := json.Marshal(rep.Faults)
 	return string(b)
 }
@@ -81,8 +75,8 @@ func acFaults(rep *AuditChainReport) string {
 // head names the last; the audit records read through the API are the
 // same as before.
 func TestAuditChainVerifiesIntact(t *testing.T) {
-	w := acWorld(t, 6)
-	rep := acVerify(t, w.s, w.tenant.ID, AuditSince{})
+	w := newChainWorld(t, 6)
+	rep := verifyAuditChain(t, w.s, w.tenant.ID, AuditSince{})
 	all := w.all(t)
 	if !rep.OK || rep.FaultCount != 0 || rep.FirstSeq != 1 || rep.LastSeq != uint64(len(all)) || rep.Verified != uint64(len(all)) || rep.HeadSeq != uint64(len(all)) {
 		t.Fatalf("report %+v for %d records", rep, len(all))
@@ -93,19 +87,19 @@ func TestAuditChainVerifiesIntact(t *testing.T) {
 			t.Errorf("ListAudit's records hold %s", leak)
 		}
 	}
-	for _, data := range []string{twVisa, auText} {
+	for _, data := range []string{testVisa, auditText} {
 		if bytes.Contains(raw, []byte(data)) {
 			t.Errorf("an audit record holds %q", data)
 		}
 	}
 	// since a sequence number or a time: the records from there on
-	from := acVerify(t, w.s, w.tenant.ID, AuditSince{Seq: 4})
+	from := verifyAuditChain(t, w.s, w.tenant.ID, AuditSince{Seq: 4})
 	if !from.OK || from.FirstSeq != 4 || from.Verified != uint64(len(all))-3 {
 		t.Errorf("since 4: %+v", from)
 	}
-	slot := acSlot(t, w.s, w.tenant.ID, 5)
+	slot := chainSlot(t, w.s, w.tenant.ID, 5)
 	at, _ := auditSlotTime(slot)
-	byTime := acVerify(t, w.s, w.tenant.ID, AuditSince{Time: at})
+	byTime := verifyAuditChain(t, w.s, w.tenant.ID, AuditSince{Time: at})
 	if !byTime.OK || byTime.FirstSeq != 5 {
 		t.Errorf("since the time of record 5: %+v", byTime)
 	}
@@ -114,14 +108,14 @@ func TestAuditChainVerifiesIntact(t *testing.T) {
 // Each kind of tampering done directly in the storage is reported, with
 // the sequence number of the first record concerned.
 func TestAuditChainTamperingIsReported(t *testing.T) {
-	for _, tc := range acTampers() {
+	for _, tc := range chainTampers() {
 		t.Run(tc.name, func(t *testing.T) {
-			w := acWorld(t, 6)
-			if rep := acVerify(t, w.s, w.tenant.ID, AuditSince{}); !rep.OK || rep.HeadSeq != 13 {
+			w := newChainWorld(t, 6)
+			if rep := verifyAuditChain(t, w.s, w.tenant.ID, AuditSince{}); !rep.OK || rep.HeadSeq != 13 {
 				t.Fatalf("before tampering: %+v", rep)
 			}
 			tc.tamper(t, w)
-			acCheckReport(t, acVerify(t, w.s, w.tenant.ID, AuditSince{}), tc.kind, tc.seq)
+			checkChainReport(t, verifyAuditChain(t, w.s, w.tenant.ID, AuditSince{}), tc.kind, tc.seq)
 		})
 	}
 }
@@ -129,7 +123,7 @@ func TestAuditChainTamperingIsReported(t *testing.T) {
 // The same tampering is reported offline, in a backup taken after it,
 // with the master key.
 func TestAuditChainBackupVerifies(t *testing.T) {
-	backup := func(tb testing.TB, w *auWorld) *BackupAudit {
+	backup := func(tb testing.TB, w *auditWorld) *BackupAudit {
 		tb.Helper()
 		var buf bytes.Buffer
 		if err := w.s.Backup(w.ctx, &buf, nil); err != nil {
@@ -141,11 +135,11 @@ func TestAuditChainBackupVerifies(t *testing.T) {
 		}
 		return ba
 	}
-	w := acWorld(t, 6)
+	w := newChainWorld(t, 6)
 	ba := backup(t, w)
 	key, head, err := w.s.AuditChainKey(w.ctx, w.tenant.ID)
 	if err != nil || !ba.Reports[0].OK || ba.Heads[w.tenant.ID] != 13 || head != 13 || ba.Keys[w.tenant.ID] != key {
-		t.Fatalf("an intact backup: %+v %s, heads %v; key from the store %v", ba.Reports[0], acFaults(ba.Reports[0]), ba.Heads, err)
+		t.Fatalf("an intact backup: %+v %s, heads %v; key from the store %v", ba.Reports[0], chainFaults(ba.Reports[0]), ba.Heads, err)
 	}
 	var buf bytes.Buffer
 	if err := w.s.Backup(w.ctx, &buf, nil); err != nil {
@@ -157,58 +151,58 @@ func TestAuditChainBackupVerifies(t *testing.T) {
 	if _, err := VerifyBackupAudit(w.ctx, bytes.NewReader(buf.Bytes()), testMasterKey, "no-such-tenant", AuditSince{}); !errors.Is(err, ErrNotFound) {
 		t.Errorf("an unknown tenant: %v", err)
 	}
-	for _, tc := range acTampers() {
+	for _, tc := range chainTampers() {
 		t.Run(tc.name, func(t *testing.T) {
-			w := acWorld(t, 6)
+			w := newChainWorld(t, 6)
 			tc.tamper(t, w)
-			acCheckReport(t, backup(t, w).Reports[0], tc.kind, tc.seq)
+			checkChainReport(t, backup(t, w).Reports[0], tc.kind, tc.seq)
 		})
 	}
 }
 
-// acCheckReport fails unless rep's first fault is kind at seq, and checks
+// checkChainReport fails unless rep's first fault is kind at seq, and checks
 // that the report names no record's content.
-func acCheckReport(tb testing.TB, rep *AuditChainReport, kind string, seq uint64) {
+func checkChainReport(tb testing.TB, rep *AuditChainReport, kind string, seq uint64) {
 	tb.Helper()
 	if rep.OK || len(rep.Faults) == 0 {
 		tb.Fatalf("tampering not reported: %+v", rep)
 	}
 	if f := rep.Faults[0]; f.Kind != kind || f.Seq != seq {
-		tb.Errorf("first fault %+v, want %s at %d; all: %s", f, kind, seq, acFaults(rep))
+		tb.Errorf("first fault %+v, want %s at %d; all: %s", f, kind, seq, chainFaults(rep))
 	}
 	raw, _ := json.Marshal(rep)
-	for _, leak := range []string{"proxy-", "someone-else", "api.example.com", auText, "aa-text"} {
+	for _, leak := range []string{"proxy-", "someone-else", "api.example.com", auditText, "aa-text"} {
 		if bytes.Contains(raw, []byte(leak)) {
 			tb.Errorf("the report names %q: %s", leak, raw)
 		}
 	}
 }
 
-type acTamper struct {
+type chainTamper struct {
 	name   string
-	tamper func(tb testing.TB, w *auWorld) // the chain holds records 1 to 13
+	tamper func(tb testing.TB, w *auditWorld) // the chain holds records 1 to 13
 	kind   string
 	seq    uint64
 }
 
-// acTampers are the kinds of tampering done directly in the storage, and
+// chainTampers are the kinds of tampering done directly in the storage, and
 // the first fault each must be reported as.
-func acTampers() []acTamper {
+func chainTampers() []chainTamper {
 	flip := func(b []byte) []byte { b = slices.Clone(b); b[len(b)-1] ^= 1; return b }
-	return []acTamper{
-		{"a record deleted", func(tb testing.TB, w *auWorld) {
-			slot := acSlot(tb, w.s, w.tenant.ID, 9)
-			acRaw(tb, w.s, func(tx Writer) error { return tx.Delete(auditKey(w.tenant.ID, slot)) })
+	return []chainTamper{
+		{"a record deleted", func(tb testing.TB, w *auditWorld) {
+			slot := chainSlot(tb, w.s, w.tenant.ID, 9)
+			editStorage(tb, w.s, func(tx Writer) error { return tx.Delete(auditKey(w.tenant.ID, slot)) })
 		}, FaultGap, 9},
-		{"a record and its index entry deleted", func(tb testing.TB, w *auWorld) {
-			slot := acSlot(tb, w.s, w.tenant.ID, 8)
-			acRaw(tb, w.s, func(tx Writer) error {
+		{"a record and its index entry deleted", func(tb testing.TB, w *auditWorld) {
+			slot := chainSlot(tb, w.s, w.tenant.ID, 8)
+			editStorage(tb, w.s, func(tx Writer) error {
 				return joinErr(tx.Delete(auditKey(w.tenant.ID, slot)), tx.Delete(auditSeqKey(w.tenant.ID, 8)))
 			})
 		}, FaultGap, 8},
-		{"a record's bytes changed", func(tb testing.TB, w *auWorld) {
-			key := auditKey(w.tenant.ID, acSlot(tb, w.s, w.tenant.ID, 10))
-			acRaw(tb, w.s, func(tx Writer) error {
+		{"a record's bytes changed", func(tb testing.TB, w *auditWorld) {
+			key := auditKey(w.tenant.ID, chainSlot(tb, w.s, w.tenant.ID, 10))
+			editStorage(tb, w.s, func(tx Writer) error {
 				v, err := tx.Get(key)
 				if err != nil {
 					return err
@@ -216,9 +210,9 @@ func acTampers() []acTamper {
 				return tx.Put(key, flip(v), 0)
 			})
 		}, FaultModified, 10},
-		{"a record rewritten with the tenant's keys, its MAC kept", func(tb testing.TB, w *auWorld) {
-			slot := acSlot(tb, w.s, w.tenant.ID, 7)
-			acRaw(tb, w.s, func(tx Writer) error {
+		{"a record rewritten with the tenant's keys, its MAC kept", func(tb testing.TB, w *auditWorld) {
+			slot := chainSlot(tb, w.s, w.tenant.ID, 7)
+			editStorage(tb, w.s, func(tx Writer) error {
 				tk, err := w.s.tenantKeysFor(tx, w.tenant.ID)
 				if err != nil {
 					return err
@@ -231,30 +225,30 @@ func acTampers() []acTamper {
 				return putSealed(tx, tk, "audit", w.tenant.ID, slot, auditKey(w.tenant.ID, slot), &cr)
 			})
 		}, FaultModified, 7},
-		{"two records swapped", func(tb testing.TB, w *auWorld) {
-			a, b := auditKey(w.tenant.ID, acSlot(tb, w.s, w.tenant.ID, 6)), auditKey(w.tenant.ID, acSlot(tb, w.s, w.tenant.ID, 11))
-			acRaw(tb, w.s, func(tx Writer) error {
+		{"two records swapped", func(tb testing.TB, w *auditWorld) {
+			a, b := auditKey(w.tenant.ID, chainSlot(tb, w.s, w.tenant.ID, 6)), auditKey(w.tenant.ID, chainSlot(tb, w.s, w.tenant.ID, 11))
+			editStorage(tb, w.s, func(tx Writer) error {
 				va, err1 := tx.Get(a)
 				vb, err2 := tx.Get(b)
 				return joinErr(err1, err2, tx.Put(a, vb, 0), tx.Put(b, va, 0))
 			})
 		}, FaultReordered, 6},
-		{"two index entries swapped", func(tb testing.TB, w *auWorld) {
-			a, b := acSlot(tb, w.s, w.tenant.ID, 5), acSlot(tb, w.s, w.tenant.ID, 12)
-			acRaw(tb, w.s, func(tx Writer) error {
+		{"two index entries swapped", func(tb testing.TB, w *auditWorld) {
+			a, b := chainSlot(tb, w.s, w.tenant.ID, 5), chainSlot(tb, w.s, w.tenant.ID, 12)
+			editStorage(tb, w.s, func(tx Writer) error {
 				return joinErr(tx.Put(auditSeqKey(w.tenant.ID, 5), []byte(b), 0), tx.Put(auditSeqKey(w.tenant.ID, 12), []byte(a), 0))
 			})
 		}, FaultReordered, 5},
-		{"the tail cut off", func(tb testing.TB, w *auWorld) {
+		{"the tail cut off", func(tb testing.TB, w *auditWorld) {
 			for _, seq := range []uint64{12, 13} {
-				slot := acSlot(tb, w.s, w.tenant.ID, seq)
-				acRaw(tb, w.s, func(tx Writer) error {
+				slot := chainSlot(tb, w.s, w.tenant.ID, seq)
+				editStorage(tb, w.s, func(tx Writer) error {
 					return joinErr(tx.Delete(auditKey(w.tenant.ID, slot)), tx.Delete(auditSeqKey(w.tenant.ID, seq)))
 				})
 			}
 		}, FaultTruncated, 12},
-		{"the head changed", func(tb testing.TB, w *auWorld) {
-			acRaw(tb, w.s, func(tx Writer) error {
+		{"the head changed", func(tb testing.TB, w *auditWorld) {
+			editStorage(tb, w.s, func(tx Writer) error {
 				v, err := tx.Get(auditHeadKey(w.tenant.ID))
 				if err != nil {
 					return err
@@ -278,20 +272,22 @@ func joinErr(errs ...error) error {
 // writes recording in their own transactions) never fork the chain: the
 // sequence numbers are 1 to n, each once, and the chain verifies.
 func TestAuditChainConcurrentWritersDoNotFork(t *testing.T) {
-	w := newAUWorld(t)
-	acConcurrent(t, []*Store{w.s}, w)
+	w := newAuditWorld(t)
+	writeConcurrently(t, []*Store{w.s}, w)
 }
 
 // Two nodes on one database do not fork a tenant's chain either.
 func TestAuditChainTwoNodesDoNotFork(t *testing.T) {
 	nodes := clusterNodes(t, 2, newFakeClock())
-	w := newTWWorldOn(t, nodes[0], newFakeClock(), t.TempDir(), nil)
-	aw := &auWorld{twWorld: w}
-	aw.text = w.mustCreate("admin", TokenInput{ID: "aa-text", Type: "token", Data: twSecret(auText)}).ID
-	acConcurrent(t, nodes, aw)
+	w := newTokenWorldOn(t, nodes[0], newFakeClock(), t.TempDir(), nil)
+	aw := &auditWorld{tokenWorld: w}
+	aw.text = w.mustCreate("admin", TokenInput{ID: "aa-text", Type: "token", Data: asSecret(auditText)}).ID
+	writeConcurrently(t, nodes, aw)
 }
 
-func acConcurrent(t *testing.T, stores []*Store, w *auWorld) {
+// writeConcurrently writes audited changes to the world's tenant from
+// every store at once, as nodes sharing one database would.
+func writeConcurrently(t *testing.T, stores []*Store, w *auditWorld) {
 	t.Helper()
 	const writers, each = 8, 12
 	var wg sync.WaitGroup
@@ -305,9 +301,9 @@ func acConcurrent(t *testing.T, stores []*Store, w *auWorld) {
 			for j := range each {
 				var err error
 				if j%3 == 0 {
-					_, err = s.CreateToken(w.ctx, req, TokenInput{Type: "token", Data: twSecret(fmt.Sprintf("v-%d-%d", i, j))})
+					_, err = s.CreateToken(w.ctx, req, TokenInput{Type: "token", Data: asSecret(fmt.Sprintf("v-%d-%d", i, j))})
 				} else {
-					_, _, err = s.Detokenize(w.ctx, req, DetokenizeOptions{Permission: "token:use", Limit: 10, Audit: auRecord(fmt.Sprintf("p-%d-%d", i, j))}, twDecode(t, `"{{ aa-text }}"`))
+					_, _, err = s.Detokenize(w.ctx, req, DetokenizeOptions{Permission: "token:use", Limit: 10, Audit: auditRecordFor(fmt.Sprintf("p-%d-%d", i, j))}, decodeJSON(t, `"{{ aa-text }}"`))
 				}
 				if err != nil {
 					errs <- err
@@ -320,10 +316,10 @@ func acConcurrent(t *testing.T, stores []*Store, w *auWorld) {
 	for err := range errs {
 		t.Errorf("a writer failed: %v", err)
 	}
-	all := auAll(t, stores[0], w.tenant.ID)
-	rep := acVerify(t, stores[len(stores)-1], w.tenant.ID, AuditSince{})
+	all := allAuditRecords(t, stores[0], w.tenant.ID)
+	rep := verifyAuditChain(t, stores[len(stores)-1], w.tenant.ID, AuditSince{})
 	if !rep.OK || rep.Verified != uint64(len(all)) || rep.HeadSeq != uint64(len(all)) {
-		t.Fatalf("after %d concurrent writes: %d records, report %+v %s", writers*each, len(all), rep, acFaults(rep))
+		t.Fatalf("after %d concurrent writes: %d records, report %+v %s", writers*each, len(all), rep, chainFaults(rep))
 	}
 	if n := len(kvKeys(t, stores[0], string(auditSeqPrefix(w.tenant.ID)))); n != len(all) {
 		t.Errorf("%d chain index entries for %d records", n, len(all))
@@ -334,20 +330,20 @@ func acConcurrent(t *testing.T, stores []*Store, w *auWorld) {
 // order and leaves a checkpoint from which the rest verifies; records
 // missing before it are remembered in the checkpoint and still reported.
 func TestAuditChainPurgeLeavesCheckpoint(t *testing.T) {
-	w := acWorld(t, 4) // records 1 to 11
-	auSetLogRetention(t, w.s, w.tenant.ID, 3600)
-	acAdvance(w.clock, 2*time.Hour)
+	w := newChainWorld(t, 4) // records 1 to 11
+	setLogRetention(t, w.s, w.tenant.ID, 3600)
+	w.clock.Advance(2 * time.Hour)
 	for i := range 3 { // records 12 to 14
-		if _, err := w.detokenizeAudited(t, "admin", `"{{ aa-text }}"`, auRecord(fmt.Sprintf("late-%d", i))); err != nil {
+		if _, err := w.detokenizeAudited(t, "admin", `"{{ aa-text }}"`, auditRecordFor(fmt.Sprintf("late-%d", i))); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if err := w.s.Sweep(w.ctx); err != nil {
 		t.Fatal(err)
 	}
-	rep := acVerify(t, w.s, w.tenant.ID, AuditSince{})
+	rep := verifyAuditChain(t, w.s, w.tenant.ID, AuditSince{})
 	if !rep.OK || rep.CheckpointSeq != 11 || rep.Purged != 11 || rep.FirstSeq != 12 || rep.LastSeq != 14 || rep.HeadSeq != 14 {
-		t.Fatalf("after the purge: %+v %s", rep, acFaults(rep))
+		t.Fatalf("after the purge: %+v %s", rep, chainFaults(rep))
 	}
 	if n := len(w.all(t)); n != 3 {
 		t.Errorf("%d records left, want 3", n)
@@ -356,45 +352,45 @@ func TestAuditChainPurgeLeavesCheckpoint(t *testing.T) {
 	if err := w.s.Sweep(w.ctx); err != nil {
 		t.Fatal(err)
 	}
-	if again := acVerify(t, w.s, w.tenant.ID, AuditSince{}); !again.OK || again.CheckpointSeq != 11 {
+	if again := verifyAuditChain(t, w.s, w.tenant.ID, AuditSince{}); !again.OK || again.CheckpointSeq != 11 {
 		t.Errorf("second sweep: %+v", again)
 	}
 	// the chain goes on after the checkpoint
-	if _, err := w.detokenizeAudited(t, "admin", `"{{ aa-text }}"`, auRecord("after")); err != nil {
+	if _, err := w.detokenizeAudited(t, "admin", `"{{ aa-text }}"`, auditRecordFor("after")); err != nil {
 		t.Fatal(err)
 	}
 	// a record deleted by hand before its time is found by the purge,
 	// which keeps the fault once the evidence is gone
-	slot := acSlot(t, w.s, w.tenant.ID, 13)
-	acRaw(t, w.s, func(tx Writer) error { return tx.Delete(auditKey(w.tenant.ID, slot)) })
-	if rep := acVerify(t, w.s, w.tenant.ID, AuditSince{}); rep.OK || rep.Faults[0].Kind != FaultGap || rep.Faults[0].Seq != 13 {
+	slot := chainSlot(t, w.s, w.tenant.ID, 13)
+	editStorage(t, w.s, func(tx Writer) error { return tx.Delete(auditKey(w.tenant.ID, slot)) })
+	if rep := verifyAuditChain(t, w.s, w.tenant.ID, AuditSince{}); rep.OK || rep.Faults[0].Kind != FaultGap || rep.Faults[0].Seq != 13 {
 		t.Fatalf("deleted record 13: %+v", rep)
 	}
-	acAdvance(w.clock, 2*time.Hour)
+	w.clock.Advance(2 * time.Hour)
 	if err := w.s.Sweep(w.ctx); err != nil {
 		t.Fatal(err)
 	}
-	rep = acVerify(t, w.s, w.tenant.ID, AuditSince{})
+	rep = verifyAuditChain(t, w.s, w.tenant.ID, AuditSince{})
 	if rep.OK || rep.CheckpointSeq != 15 || rep.FaultCount != 1 || rep.Faults[0].Kind != FaultGap || rep.Faults[0].Seq != 13 ||
 		!strings.Contains(rep.Faults[0].Detail, "purge") {
-		t.Fatalf("after purging past the deleted record: %+v %s", rep, acFaults(rep))
+		t.Fatalf("after purging past the deleted record: %+v %s", rep, chainFaults(rep))
 	}
 	// a checkpoint changed in the storage is reported
-	acRaw(t, w.s, func(tx Writer) error {
+	editStorage(t, w.s, func(tx Writer) error {
 		v, err := tx.Get(auditCheckpointKey(w.tenant.ID))
 		if err != nil {
 			return err
 		}
 		return tx.Put(auditCheckpointKey(w.tenant.ID), bytes.Replace(v, []byte(`"faults":1`), []byte(`"faults":0`), 1), 0)
 	})
-	if rep := acVerify(t, w.s, w.tenant.ID, AuditSince{}); rep.OK || rep.Faults[0].Kind != FaultMark {
+	if rep := verifyAuditChain(t, w.s, w.tenant.ID, AuditSince{}); rep.OK || rep.Faults[0].Kind != FaultMark {
 		t.Errorf("a changed checkpoint: %+v", rep)
 	}
 }
 
-// acExport points the store's export at a JSON logger writing to buf,
+// exportAudit points the store's export at a JSON logger writing to buf,
 // with the encoder Caddy's "format json" uses.
-func acExport(s *Store, buf *syncBuffer) {
+func exportAudit(s *Store, buf *syncBuffer) {
 	enc := zapcore.NewJSONEncoder(zapcore.EncoderConfig{MessageKey: "msg", LevelKey: "level", TimeKey: "ts", NameKey: "logger",
 		EncodeLevel: zapcore.LowercaseLevelEncoder, EncodeTime: zapcore.EpochTimeEncoder, EncodeDuration: zapcore.SecondsDurationEncoder})
 	s.SetAuditExport(zap.New(zapcore.NewCore(enc, zapcore.AddSync(buf), zap.InfoLevel)).Named("vault.audit"))
@@ -422,23 +418,23 @@ func (b *syncBuffer) lines() []string {
 // verifies with the key the store hands out, and each kind of tampering
 // with the file is reported.
 func TestAuditExportVerifies(t *testing.T) {
-	w := newAUWorld(t)
+	w := newAuditWorld(t)
 	buf := &syncBuffer{}
-	acExport(w.s, buf)
+	exportAudit(w.s, buf)
 	for i := range 6 {
-		if _, err := w.detokenizeAudited(t, "admin", `"{{ zz-card | json: '$.number' }}"`, auRecord(fmt.Sprintf("exp-%d", i))); err != nil {
+		if _, err := w.detokenizeAudited(t, "admin", `"{{ zz-card | json: '$.number' }}"`, auditRecordFor(fmt.Sprintf("exp-%d", i))); err != nil {
 			t.Fatal(err)
 		}
 	}
-	w.mustCreate("admin", TokenInput{ID: "late-token", Type: "token", Data: twSecret("late")})
-	head := acVerify(t, w.s, w.tenant.ID, AuditSince{}).HeadSeq // 14: 7 before the export, 7 after
+	w.mustCreate("admin", TokenInput{ID: "late-token", Type: "token", Data: asSecret("late")})
+	head := verifyAuditChain(t, w.s, w.tenant.ID, AuditSince{}).HeadSeq // 14: 7 before the export, 7 after
 	var lines []string
 	eventually(t, "the export has every record", func() bool {
 		lines = buf.lines()
 		return len(lines) == 7
 	})
 	for _, l := range lines {
-		for _, leak := range []string{twVisa, twCVC, auText, "4242"} {
+		for _, leak := range []string{testVisa, testCVC, auditText, "4242"} {
 			if strings.Contains(l, leak) {
 				t.Errorf("an exported line holds %q: %s", leak, l)
 			}
@@ -472,7 +468,7 @@ func TestAuditExportVerifies(t *testing.T) {
 		return reps[0]
 	}
 	if rep := verify(lines, heads); !rep.OK || rep.FirstSeq != 8 || rep.LastSeq != 14 || rep.Verified != 7 {
-		t.Fatalf("the exported file: %+v %s", rep, acFaults(rep))
+		t.Fatalf("the exported file: %+v %s", rep, chainFaults(rep))
 	}
 	changed := slices.Clone(lines)
 	changed[2] = strings.Replace(changed[2], "exp-2", "exp-9", 1)
@@ -491,15 +487,15 @@ func TestAuditExportVerifies(t *testing.T) {
 	} {
 		rep := verify(tc.lines, heads)
 		if rep.OK || rep.Faults[0].Kind != tc.kind || rep.Faults[0].Seq != tc.seq {
-			t.Errorf("%s: %+v %s", tc.name, rep, acFaults(rep))
+			t.Errorf("%s: %+v %s", tc.name, rep, chainFaults(rep))
 		}
 		if tc.name == "two lines swapped" && !slices.ContainsFunc(rep.Faults, func(f AuditChainFault) bool { return f.Kind == FaultReordered && f.Seq == 11 }) {
-			t.Errorf("two lines swapped: no reordering reported: %s", acFaults(rep))
+			t.Errorf("two lines swapped: no reordering reported: %s", chainFaults(rep))
 		}
 	}
 	// a store rolled back behind its export: the file holds records after its head
 	if rep := verify(lines, AuditFileHeads{w.tenant.ID: head - 2}); rep.OK || rep.Faults[0].Kind != FaultForked || rep.Faults[0].Seq != head-1 {
-		t.Errorf("store behind the file: %+v %s", rep, acFaults(rep))
+		t.Errorf("store behind the file: %+v %s", rep, chainFaults(rep))
 	}
 	// the wrong key reports every line as modified
 	other := hex.EncodeToString(bytes.Repeat([]byte{1}, 32))
@@ -545,10 +541,10 @@ func TestAuditExportHasEveryField(t *testing.T) {
 // master key rotation rewraps the fingerprint key the chain key comes
 // from; a deleted tenant's chain goes with it.
 func TestAuditChainSurvivesKeyRotations(t *testing.T) {
-	w := newRotWorld(t, t.TempDir(), testMasterKey, 5)
+	w := newRotationWorld(t, t.TempDir(), testMasterKey, 5)
 	ctx := context.Background()
 	tid := w.tenant.Tenant.ID
-	before := acVerify(t, w.s, tid, AuditSince{})
+	before := verifyAuditChain(t, w.s, tid, AuditSince{})
 	if !before.OK || before.HeadSeq == 0 {
 		t.Fatalf("before the rotations: %+v", before)
 	}
@@ -557,13 +553,13 @@ func TestAuditChainSurvivesKeyRotations(t *testing.T) {
 	}
 	waitReseal(t, w.s, tid)
 	assertAllSealedUnder(t, w.s, tid, 2)
-	if err := w.s.RotateMasterKey(ctx, rotNewKey); err != nil {
+	if err := w.s.RotateMasterKey(ctx, rotatedMasterKey); err != nil {
 		t.Fatal(err)
 	}
 	w.ids = append(w.ids, w.create(t, len(w.ids)))
-	after := acVerify(t, w.s, tid, AuditSince{})
+	after := verifyAuditChain(t, w.s, tid, AuditSince{})
 	if !after.OK || after.HeadSeq <= before.HeadSeq || after.Verified != after.HeadSeq {
-		t.Fatalf("after the rotations: %+v %s", after, acFaults(after))
+		t.Fatalf("after the rotations: %+v %s", after, chainFaults(after))
 	}
 	if err := w.s.DeleteTenant(ctx, tid); err != nil {
 		t.Fatal(err)

@@ -89,15 +89,15 @@ func TestAuditDurabilityTiers(t *testing.T) {
 			if got := s.StrictAuditSync(); got != strict {
 				t.Fatalf("StrictAuditSync() = %v, want %v", got, strict)
 			}
-			w := newTWWorldOn(t, s, clock, dir, nil)
+			w := newTokenWorldOn(t, s, clock, dir, nil)
 			tk.take()
-			tok := w.mustCreate("admin", TokenInput{Type: "card", Data: twCard(twVisa, twCVC)})
+			tok := w.mustCreate("admin", TokenInput{Type: "card", Data: cardData(testVisa, testCVC)})
 			for i, d := range tk.take() {
 				if d {
 					t.Errorf("write transaction %d of a token create was marked for a deferred sync", i)
 				}
 			}
-			before := len(auAll(t, s, w.tenant.ID))
+			before := len(allAuditRecords(t, s, w.tenant.ID))
 			if _, err := s.GetToken(w.ctx, w.req("admin"), tok.ID); err != nil {
 				t.Fatal(err)
 			}
@@ -108,7 +108,7 @@ func TestAuditDurabilityTiers(t *testing.T) {
 			if marks[0] == strict {
 				t.Errorf("the read's audit transaction: deferred sync %v, want %v", marks[0], !strict)
 			}
-			if got := len(auAll(t, s, w.tenant.ID)) - before; got != 1 {
+			if got := len(allAuditRecords(t, s, w.tenant.ID)) - before; got != 1 {
 				t.Errorf("%d audit records after the read returned, want 1", got)
 			}
 		})

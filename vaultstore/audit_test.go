@@ -12,27 +12,28 @@ import (
 	"time"
 )
 
-// auText is the data of the text token; like the card number and CVC it
+// auditText is the data of the text token; like the card number and CVC it
 // must never reach an audit record.
-const auText = "hello-secret-text"
+const auditText = "hello-secret-text"
 
-// auWorld is a token world with a card token and a text token whose ids
+// auditWorld is a token world with a card token and a text token whose ids
 // sort the other way round from the order the bodies name them in.
-type auWorld struct {
-	*twWorld
+type auditWorld struct {
+	*tokenWorld
 	card, text string
 }
 
-func newAUWorld(tb testing.TB) *auWorld {
+// newAuditWorld is a token world whose tenant audits detokenizations.
+func newAuditWorld(tb testing.TB) *auditWorld {
 	tb.Helper()
-	w := &auWorld{twWorld: newTWWorld(tb, nil)}
-	w.card = w.mustCreate("admin", TokenInput{ID: "zz-card", Type: "card", Data: twCard(twVisa, twCVC)}).ID
-	w.text = w.mustCreate("admin", TokenInput{ID: "aa-text", Type: "token", Data: twSecret(auText)}).ID
+	w := &auditWorld{tokenWorld: newTokenWorld(tb, nil)}
+	w.card = w.mustCreate("admin", TokenInput{ID: "zz-card", Type: "card", Data: cardData(testVisa, testCVC)}).ID
+	w.text = w.mustCreate("admin", TokenInput{ID: "aa-text", Type: "token", Data: asSecret(auditText)}).ID
 	return w
 }
 
-// auRecord is the record the tests pass as DetokenizeOptions.Audit.
-func auRecord(entityID string) *AuditRecord {
+// auditRecordFor is the record the tests pass as DetokenizeOptions.Audit.
+func auditRecordFor(entityID string) *AuditRecord {
 	return &AuditRecord{
 		ActorID: "proxy-actor-1", ActorType: ActorProxy,
 		EntityType: "proxy", EntityID: entityID,
@@ -41,8 +42,8 @@ func auRecord(entityID string) *AuditRecord {
 	}
 }
 
-// auAll returns every audit record of a tenant, newest first.
-func auAll(tb testing.TB, s *Store, tenantID string) []*AuditRecord {
+// allAuditRecords returns every audit record of a tenant, newest first.
+func allAuditRecords(tb testing.TB, s *Store, tenantID string) []*AuditRecord {
 	tb.Helper()
 	recs, next, err := s.ListAudit(context.Background(), tenantID, AuditFilter{}, "", 100000)
 	if err != nil {
@@ -54,8 +55,8 @@ func auAll(tb testing.TB, s *Store, tenantID string) []*AuditRecord {
 	return recs
 }
 
-// auDetokenizations keeps the records of detokenizations.
-func auDetokenizations(recs []*AuditRecord) []*AuditRecord {
+// detokenizeRecords keeps the records of detokenizations.
+func detokenizeRecords(recs []*AuditRecord) []*AuditRecord {
 	var out []*AuditRecord
 	for _, r := range recs {
 		if r.Operation == "detokenize" {
@@ -67,30 +68,30 @@ func auDetokenizations(recs []*AuditRecord) []*AuditRecord {
 
 // records returns the detokenization records of the world's tenant,
 // newest first.
-func (w *auWorld) records(tb testing.TB) []*AuditRecord {
+func (w *auditWorld) records(tb testing.TB) []*AuditRecord {
 	tb.Helper()
-	return auDetokenizations(auAll(tb, w.s, w.tenant.ID))
+	return detokenizeRecords(allAuditRecords(tb, w.s, w.tenant.ID))
 }
 
 // all returns every audit record of the world's tenant, newest first.
-func (w *auWorld) all(tb testing.TB) []*AuditRecord {
+func (w *auditWorld) all(tb testing.TB) []*AuditRecord {
 	tb.Helper()
-	return auAll(tb, w.s, w.tenant.ID)
+	return allAuditRecords(tb, w.s, w.tenant.ID)
 }
 
 // detokenizeAudited detokenizes body as app, as a proxy would, recording rec.
-func (w *auWorld) detokenizeAudited(tb testing.TB, app, body string, rec *AuditRecord) (any, error) {
+func (w *auditWorld) detokenizeAudited(tb testing.TB, app, body string, rec *AuditRecord) (any, error) {
 	tb.Helper()
-	out, _, err := w.s.Detokenize(w.ctx, w.req(app), DetokenizeOptions{Permission: "token:use", Limit: 10, Audit: rec}, twDecode(tb, body))
-	return out, twNote(tb, err)
+	out, _, err := w.s.Detokenize(w.ctx, w.req(app), DetokenizeOptions{Permission: "token:use", Limit: 10, Audit: rec}, decodeJSON(tb, body))
+	return out, noSecretIn(tb, err)
 }
 
-// auCheckNoData fails when any marshalled record, or any stored audit
-// entry, holds token data, an expression or (stored) anything in clear.
-// auLast4 finds twVisa's last four digits where a mask would leave them.
-var auLast4 = regexp.MustCompile(`(^|[^0-9a-fA-F])4242([^0-9a-fA-F]|$)`)
+// last4Pattern finds testVisa's last four digits where a mask would leave them.
+var last4Pattern = regexp.MustCompile(`(^|[^0-9a-fA-F])4242([^0-9a-fA-F]|$)`)
 
-func auCheckNoData(tb testing.TB, w *auWorld, recs []*AuditRecord) {
+// checkAuditHoldsNoData fails when any marshalled record, or any stored audit
+// entry, holds token data, an expression or (stored) anything in clear.
+func checkAuditHoldsNoData(tb testing.TB, w *auditWorld, recs []*AuditRecord) {
 	tb.Helper()
 	if len(recs) == 0 {
 		tb.Fatal("no audit record to check") // else the scans below pass on nothing
@@ -99,21 +100,21 @@ func auCheckNoData(tb testing.TB, w *auWorld, recs []*AuditRecord) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	for _, s := range []string{twVisa, twCVC, auText, "expiration", "{{", "json:"} {
+	for _, s := range []string{testVisa, testCVC, auditText, "expiration", "{{", "json:"} {
 		if bytes.Contains(raw, []byte(s)) {
 			tb.Errorf("an audit record holds %q", s)
 		}
 	}
 	// the last four digits, standing alone or after a mask, and not inside
 	// a random id or a timestamp's nanoseconds
-	if auLast4.Match(raw) {
+	if last4Pattern.Match(raw) {
 		tb.Errorf("an audit record holds the card's last four digits")
 	}
 	stored := 0
 	err = w.s.kv.View(w.ctx, func(r Reader) error {
 		return r.Scan(auditPrefix(w.tenant.ID), nil, func(k, v []byte) error {
 			stored++
-			for _, s := range []string{twVisa, twCVC, auText, w.card, w.text, "api.example.com", "proxy-actor-1"} {
+			for _, s := range []string{testVisa, testCVC, auditText, w.card, w.text, "api.example.com", "proxy-actor-1"} {
 				if bytes.Contains(k, []byte(s)) || bytes.Contains(v, []byte(s)) {
 					tb.Errorf("the stored audit entry %s holds %q in clear", k, s)
 				}
@@ -130,7 +131,7 @@ func auCheckNoData(tb testing.TB, w *auWorld, recs []*AuditRecord) {
 }
 
 func TestDetokenizeWritesOneAuditRecord(t *testing.T) {
-	w := newAUWorld(t)
+	w := newAuditWorld(t)
 	const body = `{"pan": "{{ zz-card | json: '$.number' }}", "cvc": "{{ zz-card | json: '$.cvc' }}", "note": "{{ aa-text }}", "again": "{{ zz-card }}"}`
 	const text = "pan={{ zz-card | json: '$.number' }}&note={{ aa-text }}&cvc={{zz-card|json:'$.cvc'}}"
 	for _, tc := range []struct {
@@ -138,23 +139,23 @@ func TestDetokenizeWritesOneAuditRecord(t *testing.T) {
 		run  func(t *testing.T, opts DetokenizeOptions) (string, []string, error)
 	}{
 		{"Detokenize", func(t *testing.T, opts DetokenizeOptions) (string, []string, error) {
-			out, res, err := w.s.Detokenize(w.ctx, w.req("admin"), opts, twDecode(t, body))
+			out, res, err := w.s.Detokenize(w.ctx, w.req("admin"), opts, decodeJSON(t, body))
 			if err != nil {
-				return "", nil, twNote(t, err)
+				return "", nil, noSecretIn(t, err)
 			}
-			return twJSON(t, out), res.TokenIDs, nil
+			return encodeJSON(t, out), res.TokenIDs, nil
 		}},
 		{"DetokenizeString", func(t *testing.T, opts DetokenizeOptions) (string, []string, error) {
 			out, res, err := w.s.DetokenizeString(w.ctx, w.req("admin"), opts, text)
 			if err != nil {
-				return "", nil, twNote(t, err)
+				return "", nil, noSecretIn(t, err)
 			}
 			return out, res.TokenIDs, nil
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before, beforeAll := len(w.records(t)), len(w.all(t))
-			given := auRecord("proxy-" + tc.name)
+			given := auditRecordFor("proxy-" + tc.name)
 			givenCopy := *given
 			start := w.clock.Peek()
 			out, ids, err := tc.run(t, DetokenizeOptions{Permission: "token:use", Limit: 10, Audit: given})
@@ -162,7 +163,7 @@ func TestDetokenizeWritesOneAuditRecord(t *testing.T) {
 				t.Fatalf("%s: %v", tc.name, err)
 			}
 			end := w.clock.Peek()
-			if !bytes.Contains([]byte(out), []byte(twVisa)) || !bytes.Contains([]byte(out), []byte(auText)) {
+			if !bytes.Contains([]byte(out), []byte(testVisa)) || !bytes.Contains([]byte(out), []byte(auditText)) {
 				t.Errorf("the output lacks the detokenized data")
 			}
 			wantIDs := []string{w.text, w.card} // sorted: "aa-text" < "zz-card"
@@ -182,7 +183,7 @@ func TestDetokenizeWritesOneAuditRecord(t *testing.T) {
 			}
 			if rec.ActorID != given.ActorID || rec.ActorType != ActorProxy || rec.EntityType != "proxy" || rec.EntityID != given.EntityID ||
 				rec.Operation != "detokenize" || rec.Message != "POST /charges" || rec.Destination != "api.example.com" {
-				t.Errorf("record = %s, want the fields of %s", twJSON(t, rec), twJSON(t, given))
+				t.Errorf("record = %s, want the fields of %s", encodeJSON(t, rec), encodeJSON(t, given))
 			}
 			if rec.TenantID != w.tenant.ID || !isID(rec.ID) {
 				t.Errorf("record tenant %q id %q", rec.TenantID, rec.ID)
@@ -191,16 +192,16 @@ func TestDetokenizeWritesOneAuditRecord(t *testing.T) {
 				t.Errorf("created_at = %v, want between %v and %v", rec.CreatedAt, start, end)
 			}
 			if !sameJSON(t, given, &givenCopy) {
-				t.Errorf("opts.Audit was modified: %s", twJSON(t, given))
+				t.Errorf("opts.Audit was modified: %s", encodeJSON(t, given))
 			}
-			auCheckNoData(t, w, w.all(t))
+			checkAuditHoldsNoData(t, w, w.all(t))
 		})
 	}
 }
 
 func TestDetokenizeWithoutAuditWritesNone(t *testing.T) {
-	w := newAUWorld(t)
-	if _, _, err := w.detokenize("admin", "token:use", twDecode(t, `"{{ zz-card }}"`), 0); err != nil {
+	w := newAuditWorld(t)
+	if _, _, err := w.detokenize("admin", "token:use", decodeJSON(t, `"{{ zz-card }}"`), 0); err != nil {
 		t.Fatal(err)
 	}
 	if recs := w.records(t); len(recs) != 0 {
@@ -209,7 +210,7 @@ func TestDetokenizeWithoutAuditWritesNone(t *testing.T) {
 }
 
 func TestDetokenizeAuditNotWrittenOnFailure(t *testing.T) {
-	w := newAUWorld(t)
+	w := newAuditWorld(t)
 	for _, app := range []string{"admin", "plain", "writer"} {
 		w.app(app) // creating an application is audited; do it before counting
 	}
@@ -219,26 +220,26 @@ func TestDetokenizeAuditNotWrittenOnFailure(t *testing.T) {
 		wantErr func(t *testing.T, err error) // nil: must succeed
 	}{
 		{"unknown token", func(t *testing.T, opts DetokenizeOptions) error {
-			_, _, err := w.s.Detokenize(w.ctx, w.req("admin"), opts, twDecode(t, `{"a": "{{ zz-card }}", "b": "{{ no-such-token }}"}`))
+			_, _, err := w.s.Detokenize(w.ctx, w.req("admin"), opts, decodeJSON(t, `{"a": "{{ zz-card }}", "b": "{{ no-such-token }}"}`))
 			return err
-		}, func(t *testing.T, err error) { twWantFields(t, err, "b") }},
+		}, func(t *testing.T, err error) { wantFieldErrors(t, err, "b") }},
 		{"unknown token in a string", func(t *testing.T, opts DetokenizeOptions) error {
 			_, _, err := w.s.DetokenizeString(w.ctx, w.req("admin"), opts, "x={{ aa-text }}&y={{ no-such-token }}")
 			return err
-		}, func(t *testing.T, err error) { twWantFields(t, err, "body") }},
+		}, func(t *testing.T, err error) { wantFieldErrors(t, err, "body") }},
 		{"forbidden", func(t *testing.T, opts DetokenizeOptions) error {
-			_, _, err := w.s.Detokenize(w.ctx, w.req("plain"), opts, twDecode(t, `{"a": "{{ zz-card }}"}`))
+			_, _, err := w.s.Detokenize(w.ctx, w.req("plain"), opts, decodeJSON(t, `{"a": "{{ zz-card }}"}`))
 			return err
-		}, func(t *testing.T, err error) { twWantErr(t, err, ErrForbidden) }},
+		}, func(t *testing.T, err error) { wantErrorIs(t, err, ErrForbidden) }},
 		{"forbidden in a string", func(t *testing.T, opts DetokenizeOptions) error {
 			_, _, err := w.s.DetokenizeString(w.ctx, w.req("writer"), opts, "{{ aa-text }}")
 			return err
-		}, func(t *testing.T, err error) { twWantErr(t, err, ErrForbidden) }},
+		}, func(t *testing.T, err error) { wantErrorIs(t, err, ErrForbidden) }},
 		{"over the limit", func(t *testing.T, opts DetokenizeOptions) error {
 			opts.Limit = 1
-			_, _, err := w.s.Detokenize(w.ctx, w.req("admin"), opts, twDecode(t, `["{{ zz-card }}", "{{ aa-text }}"]`))
+			_, _, err := w.s.Detokenize(w.ctx, w.req("admin"), opts, decodeJSON(t, `["{{ zz-card }}", "{{ aa-text }}"]`))
 			return err
-		}, func(t *testing.T, err error) { twWantFields(t, err, "body") }},
+		}, func(t *testing.T, err error) { wantFieldErrors(t, err, "body") }},
 		{"malformed expression", func(t *testing.T, opts DetokenizeOptions) error {
 			_, _, err := w.s.DetokenizeString(w.ctx, w.req("admin"), opts, "{{ aa-text ")
 			return err
@@ -248,11 +249,11 @@ func TestDetokenizeAuditNotWrittenOnFailure(t *testing.T) {
 			}
 		}},
 		{"no expressions", func(t *testing.T, opts DetokenizeOptions) error {
-			_, _, err := w.s.Detokenize(w.ctx, w.req("admin"), opts, twDecode(t, `{"a": "plain", "b": [1, true, null, "}}"]}`))
+			_, _, err := w.s.Detokenize(w.ctx, w.req("admin"), opts, decodeJSON(t, `{"a": "plain", "b": [1, true, null, "}}"]}`))
 			return err
 		}, nil},
 		{"expression only in a member name", func(t *testing.T, opts DetokenizeOptions) error {
-			_, _, err := w.s.Detokenize(w.ctx, w.req("admin"), opts, twDecode(t, `{"{{ zz-card }}": "plain"}`))
+			_, _, err := w.s.Detokenize(w.ctx, w.req("admin"), opts, decodeJSON(t, `{"{{ zz-card }}": "plain"}`))
 			return err
 		}, nil},
 		{"no expressions in a string", func(t *testing.T, opts DetokenizeOptions) error {
@@ -266,7 +267,7 @@ func TestDetokenizeAuditNotWrittenOnFailure(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := len(w.all(t))
-			err := twNote(t, tc.run(t, DetokenizeOptions{Permission: "token:use", Limit: 10, Audit: auRecord("p")}))
+			err := noSecretIn(t, tc.run(t, DetokenizeOptions{Permission: "token:use", Limit: 10, Audit: auditRecordFor("p")}))
 			if tc.wantErr == nil {
 				if err != nil {
 					t.Fatalf("error %v, want none", err)
@@ -281,8 +282,8 @@ func TestDetokenizeAuditNotWrittenOnFailure(t *testing.T) {
 	}
 }
 
-// auPage is one ListAudit call.
-func auPage(tb testing.TB, s *Store, tenantID string, f AuditFilter, cursor string, limit int) ([]*AuditRecord, string) {
+// auditPage is one ListAudit call.
+func auditPage(tb testing.TB, s *Store, tenantID string, f AuditFilter, cursor string, limit int) ([]*AuditRecord, string) {
 	tb.Helper()
 	recs, next, err := s.ListAudit(context.Background(), tenantID, f, cursor, limit)
 	if err != nil {
@@ -291,10 +292,10 @@ func auPage(tb testing.TB, s *Store, tenantID string, f AuditFilter, cursor stri
 	return recs, next
 }
 
-// auPageAll pages through a listing by limit and returns the page sizes
+// auditPages pages through a listing by limit and returns the page sizes
 // and the records in order. The listing ends at a page without a next
 // cursor; a next cursor leading to an empty page is an error.
-func auPageAll(tb testing.TB, s *Store, tenantID string, f AuditFilter, limit int) ([]int, []*AuditRecord) {
+func auditPages(tb testing.TB, s *Store, tenantID string, f AuditFilter, limit int) ([]int, []*AuditRecord) {
 	tb.Helper()
 	var sizes []int
 	var all []*AuditRecord
@@ -303,7 +304,7 @@ func auPageAll(tb testing.TB, s *Store, tenantID string, f AuditFilter, limit in
 		if i > 1000 {
 			tb.Fatal("the listing does not end")
 		}
-		page, next := auPage(tb, s, tenantID, f, cursor, limit)
+		page, next := auditPage(tb, s, tenantID, f, cursor, limit)
 		if len(page) > limit {
 			tb.Fatalf("page %d has %d records, over the limit %d", i, len(page), limit)
 		}
@@ -322,7 +323,8 @@ func auPageAll(tb testing.TB, s *Store, tenantID string, f AuditFilter, limit in
 	}
 }
 
-func auEntityIDs(recs []*AuditRecord) []string {
+// entityIDs lists the records' entity ids in order.
+func entityIDs(recs []*AuditRecord) []string {
 	var out []string
 	for _, r := range recs {
 		out = append(out, r.EntityID)
@@ -331,11 +333,11 @@ func auEntityIDs(recs []*AuditRecord) []string {
 }
 
 func TestListAuditNewestFirstAndPaginates(t *testing.T) {
-	w := newAUWorld(t)
+	w := newAuditWorld(t)
 	var want []string // entity ids, newest first
 	for i := range 5 {
 		id := "proxy-" + string(rune('a'+i))
-		if _, err := w.detokenizeAudited(t, "admin", `"{{ aa-text }}"`, auRecord(id)); err != nil {
+		if _, err := w.detokenizeAudited(t, "admin", `"{{ aa-text }}"`, auditRecordFor(id)); err != nil {
 			t.Fatal(err)
 		}
 		want = append([]string{id}, want...)
@@ -350,24 +352,24 @@ func TestListAuditNewestFirstAndPaginates(t *testing.T) {
 	if len(all) < 5 {
 		t.Fatalf("%d records", len(all))
 	}
-	if got := auEntityIDs(all[:5]); !slices.Equal(got, want) {
+	if got := entityIDs(all[:5]); !slices.Equal(got, want) {
 		t.Fatalf("newest records = %v, want newest first %v", got, want)
 	}
 
 	// Only the five detokenizations name entity type "proxy" here: pages
 	// of 2, 2 and 1, then the end.
-	sizes, paged := auPageAll(t, w.s, w.tenant.ID, AuditFilter{EntityType: "proxy"}, 2)
+	sizes, paged := auditPages(t, w.s, w.tenant.ID, AuditFilter{EntityType: "proxy"}, 2)
 	if !slices.Equal(sizes, []int{2, 2, 1}) {
 		t.Errorf("page sizes = %v, want [2 2 1]", sizes)
 	}
-	if got := auEntityIDs(paged); !slices.Equal(got, want) {
+	if got := entityIDs(paged); !slices.Equal(got, want) {
 		t.Errorf("paged = %v, want %v", got, want)
 	}
 
 	// Every record, by pages of 2 and of 3: the same records in the same
 	// order as one listing, none twice, every page full but the last.
 	for _, limit := range []int{1, 2, 3} {
-		sizes, paged := auPageAll(t, w.s, w.tenant.ID, AuditFilter{}, limit)
+		sizes, paged := auditPages(t, w.s, w.tenant.ID, AuditFilter{}, limit)
 		seen := map[string]bool{}
 		for _, r := range paged {
 			if seen[r.ID] {
@@ -386,12 +388,12 @@ func TestListAuditNewestFirstAndPaginates(t *testing.T) {
 	}
 
 	// A newer record does not shift a listing already under way.
-	_, next := auPage(t, w.s, w.tenant.ID, AuditFilter{EntityType: "proxy"}, "", 3)
-	if _, err := w.detokenizeAudited(t, "admin", `"{{ zz-card }}"`, auRecord("proxy-new")); err != nil {
+	_, next := auditPage(t, w.s, w.tenant.ID, AuditFilter{EntityType: "proxy"}, "", 3)
+	if _, err := w.detokenizeAudited(t, "admin", `"{{ zz-card }}"`, auditRecordFor("proxy-new")); err != nil {
 		t.Fatal(err)
 	}
-	rest2, _ := auPage(t, w.s, w.tenant.ID, AuditFilter{EntityType: "proxy"}, next, 100)
-	if got := auEntityIDs(rest2); !slices.Equal(got, want[3:]) {
+	rest2, _ := auditPage(t, w.s, w.tenant.ID, AuditFilter{EntityType: "proxy"}, next, 100)
+	if got := entityIDs(rest2); !slices.Equal(got, want[3:]) {
 		t.Errorf("after a new record, the rest = %v, want %v", got, want[3:])
 	}
 	if recs := w.records(t); len(recs) != 6 || recs[0].EntityID != "proxy-new" {
@@ -404,9 +406,9 @@ func TestListAuditNewestFirstAndPaginates(t *testing.T) {
 // must not hand out a cursor to an empty page just because older,
 // non-matching records follow.
 func TestListAuditFilteredFullLastPageHasNoNext(t *testing.T) {
-	w := newAUWorld(t)
+	w := newAuditWorld(t)
 	for i := range 4 {
-		if _, err := w.detokenizeAudited(t, "admin", `"{{ aa-text }}"`, auRecord("proxy-"+string(rune('a'+i)))); err != nil {
+		if _, err := w.detokenizeAudited(t, "admin", `"{{ aa-text }}"`, auditRecordFor("proxy-"+string(rune('a'+i)))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -414,27 +416,27 @@ func TestListAuditFilteredFullLastPageHasNoNext(t *testing.T) {
 		t.Fatal("want older records of other entity types after the detokenizations")
 	}
 	f := AuditFilter{EntityType: "proxy"}
-	first, next := auPage(t, w.s, w.tenant.ID, f, "", 2)
+	first, next := auditPage(t, w.s, w.tenant.ID, f, "", 2)
 	if len(first) != 2 || next == "" {
 		t.Fatalf("first page = %d records, next %q; want 2 and a next cursor", len(first), next)
 	}
-	rest, end := auPage(t, w.s, w.tenant.ID, f, next, 2)
-	if got := auEntityIDs(rest); !slices.Equal(got, []string{"proxy-b", "proxy-a"}) {
+	rest, end := auditPage(t, w.s, w.tenant.ID, f, next, 2)
+	if got := entityIDs(rest); !slices.Equal(got, []string{"proxy-b", "proxy-a"}) {
 		t.Fatalf("second page = %v, want [proxy-b proxy-a]", got)
 	}
 	if end != "" {
-		page, _ := auPage(t, w.s, w.tenant.ID, f, end, 2)
+		page, _ := auditPage(t, w.s, w.tenant.ID, f, end, 2)
 		t.Errorf("the last matching page returned next %q, which leads to a page of %d records; want no next", end, len(page))
 	}
 	// the same holds for the whole-listing limit
-	all, next := auPage(t, w.s, w.tenant.ID, f, "", 4)
+	all, next := auditPage(t, w.s, w.tenant.ID, f, "", 4)
 	if len(all) != 4 || next != "" {
 		t.Errorf("a page of exactly the 4 matching records returned next %q; want none", next)
 	}
 }
 
 func TestListAuditMalformedCursor(t *testing.T) {
-	w := newAUWorld(t)
+	w := newAuditWorld(t)
 	for _, cursor := range []string{"x", "../../tenant", strings.Repeat("g", 32), strings.Repeat("0", 31), strings.Repeat("0", 33)} {
 		recs, next, err := w.s.ListAudit(w.ctx, w.tenant.ID, AuditFilter{}, cursor, 10)
 		var v *ValidationError
@@ -445,22 +447,22 @@ func TestListAuditMalformedCursor(t *testing.T) {
 }
 
 func TestListAuditTenantIsolation(t *testing.T) {
-	w := newAUWorld(t)
+	w := newAuditWorld(t)
 	for range 3 {
-		if _, err := w.detokenizeAudited(t, "admin", `"{{ aa-text }}"`, auRecord("proxy-a")); err != nil {
+		if _, err := w.detokenizeAudited(t, "admin", `"{{ aa-text }}"`, auditRecordFor("proxy-a")); err != nil {
 			t.Fatal(err)
 		}
 	}
-	b := newTWWorldOn(t, w.s, w.clock, w.dir, nil)
-	if recsB := auDetokenizations(auAll(t, w.s, b.tenant.ID)); len(recsB) != 0 {
+	b := newTokenWorldOn(t, w.s, w.clock, w.dir, nil)
+	if recsB := detokenizeRecords(allAuditRecords(t, w.s, b.tenant.ID)); len(recsB) != 0 {
 		t.Fatalf("ListAudit(B) before B detokenized = %d detokenizations; want none", len(recsB))
 	}
 	tokB := b.mustCreate("admin", TokenInput{ID: "b-token", Type: "token", Data: "b-data"})
-	if _, _, err := w.s.Detokenize(w.ctx, b.req("admin"), DetokenizeOptions{Permission: "token:use", Audit: auRecord("proxy-b")}, "{{ b-token }}"); err != nil {
+	if _, _, err := w.s.Detokenize(w.ctx, b.req("admin"), DetokenizeOptions{Permission: "token:use", Audit: auditRecordFor("proxy-b")}, "{{ b-token }}"); err != nil {
 		t.Fatal(err)
 	}
 	// B cannot use A's tokens: A's ids are unknown to B, and nothing is recorded.
-	if _, _, err := w.s.Detokenize(w.ctx, b.req("admin"), DetokenizeOptions{Permission: "token:use", Audit: auRecord("proxy-b")}, "{{ aa-text }}"); err == nil {
+	if _, _, err := w.s.Detokenize(w.ctx, b.req("admin"), DetokenizeOptions{Permission: "token:use", Audit: auditRecordFor("proxy-b")}, "{{ aa-text }}"); err == nil {
 		t.Error("tenant B detokenized a token of tenant A")
 	}
 
@@ -472,31 +474,31 @@ func TestListAuditTenantIsolation(t *testing.T) {
 			t.Errorf("ListAudit(A) holds a record of tenant %s", r.TenantID)
 		}
 	}
-	if recsA := auDetokenizations(allA); len(recsA) != 3 {
+	if recsA := detokenizeRecords(allA); len(recsA) != 3 {
 		t.Errorf("ListAudit(A) = %d detokenizations, want 3", len(recsA))
 	}
-	_, cursorA := auPage(t, w.s, w.tenant.ID, AuditFilter{}, "", 1)
+	_, cursorA := auditPage(t, w.s, w.tenant.ID, AuditFilter{}, "", 1)
 	if cursorA == "" {
 		t.Fatal("no cursor")
 	}
 	for name, cursor := range map[string]string{"no cursor": "", "A's cursor": cursorA} {
-		recsB, _ := auPage(t, w.s, b.tenant.ID, AuditFilter{}, cursor, 1000)
+		recsB, _ := auditPage(t, w.s, b.tenant.ID, AuditFilter{}, cursor, 1000)
 		for _, r := range recsB {
 			if r.TenantID != b.tenant.ID || idsA[r.ID] {
-				t.Errorf("ListAudit(B, %s) holds %s", name, twJSON(t, r))
+				t.Errorf("ListAudit(B, %s) holds %s", name, encodeJSON(t, r))
 			}
 		}
 		if name != "no cursor" {
 			continue
 		}
-		dets := auDetokenizations(recsB)
+		dets := detokenizeRecords(recsB)
 		if len(dets) != 1 || dets[0].EntityID != "proxy-b" || !slices.Equal(dets[0].TokenIDs, []string{tokB.ID}) {
-			t.Errorf("ListAudit(B) detokenizations = %s, want the one of proxy-b", twJSON(t, dets))
+			t.Errorf("ListAudit(B) detokenizations = %s, want the one of proxy-b", encodeJSON(t, dets))
 		}
 	}
 	for _, f := range []AuditFilter{{EntityType: "proxy"}, {EntityID: "proxy-a"}} {
-		if recs, _ := auPage(t, w.s, b.tenant.ID, f, "", 100); len(recs) > 1 || (len(recs) == 1 && recs[0].EntityID != "proxy-b") {
-			t.Errorf("ListAudit(B, %+v) = %s", f, twJSON(t, recs))
+		if recs, _ := auditPage(t, w.s, b.tenant.ID, f, "", 100); len(recs) > 1 || (len(recs) == 1 && recs[0].EntityID != "proxy-b") {
+			t.Errorf("ListAudit(B, %+v) = %s", f, encodeJSON(t, recs))
 		}
 	}
 
@@ -510,7 +512,7 @@ func TestListAuditTenantIsolation(t *testing.T) {
 	if left := kvKeys(t, w.s, string(auditPrefix(w.tenant.ID))); len(left) != 0 {
 		t.Errorf("%d audit entries left after DeleteTenant", len(left))
 	}
-	if dets := auDetokenizations(auAll(t, w.s, b.tenant.ID)); len(dets) != 1 {
+	if dets := detokenizeRecords(allAuditRecords(t, w.s, b.tenant.ID)); len(dets) != 1 {
 		t.Errorf("ListAudit(B) after A was deleted = %d detokenizations, want 1", len(dets))
 	}
 	if _, _, err := w.s.ListAudit(w.ctx, "not-a-tenant", AuditFilter{}, "", 10); !errors.Is(err, ErrNotFound) {
@@ -518,8 +520,8 @@ func TestListAuditTenantIsolation(t *testing.T) {
 	}
 }
 
-// auSetLogRetention sets a tenant's log retention quota in its record.
-func auSetLogRetention(tb testing.TB, s *Store, tenantID string, seconds int64) {
+// setLogRetention sets a tenant's log retention quota in its record.
+func setLogRetention(tb testing.TB, s *Store, tenantID string, seconds int64) {
 	tb.Helper()
 	err := s.kv.Update(context.Background(), func(w Writer) error {
 		tk, t, err := s.tenantForWrite(w, tenantID)
@@ -554,11 +556,11 @@ func TestAuditRecordsExpireWithLogRetention(t *testing.T) {
 		{"negative falls back to the default", true, -5, DefaultQuotas.LogRetentionSeconds},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := newAUWorld(t)
+			w := newAuditWorld(t)
 			if tc.set {
-				auSetLogRetention(t, w.s, w.tenant.ID, tc.seconds)
+				setLogRetention(t, w.s, w.tenant.ID, tc.seconds)
 			}
-			if _, err := w.detokenizeAudited(t, "admin", `"{{ zz-card | json: '$.number' }}"`, auRecord(tc.name)); err != nil {
+			if _, err := w.detokenizeAudited(t, "admin", `"{{ zz-card | json: '$.number' }}"`, auditRecordFor(tc.name)); err != nil {
 				t.Fatal(err)
 			}
 			n := len(w.all(t))
@@ -566,7 +568,7 @@ func TestAuditRecordsExpireWithLogRetention(t *testing.T) {
 				by   time.Duration
 				left int
 			}{{time.Duration(tc.want)*time.Second - time.Minute, n}, {2 * time.Minute, 0}} {
-				acAdvance(w.clock, step.by)
+				w.clock.Advance(step.by)
 				if err := w.s.Sweep(w.ctx); err != nil {
 					t.Fatal(err)
 				}
@@ -574,7 +576,7 @@ func TestAuditRecordsExpireWithLogRetention(t *testing.T) {
 					t.Fatalf("%d of %d records left %s later, want %d", left, n, step.by, step.left)
 				}
 			}
-			if rep := acVerify(t, w.s, w.tenant.ID, AuditSince{}); !rep.OK || rep.CheckpointSeq != uint64(n) {
+			if rep := verifyAuditChain(t, w.s, w.tenant.ID, AuditSince{}); !rep.OK || rep.CheckpointSeq != uint64(n) {
 				t.Errorf("after the purge: %+v", rep)
 			}
 		})

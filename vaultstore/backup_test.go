@@ -9,7 +9,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/tokenvault/tokenvault/vaultstore/kv/badgerkv"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -20,27 +19,29 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tokenvault/tokenvault/vaultstore/kv/badgerkv"
+
 	"github.com/tokenvault/tokenvault/vaultstore/internal/seal"
 )
 
-// bkEntry is one raw KV entry.
-type bkEntry struct {
+// dumpEntry is one raw KV entry.
+type dumpEntry struct {
 	value     string
 	expiresAt uint64
 }
 
-// bkDump reads every entry of a store straight from its engine, without
+// dumpStorage reads every entry of a store straight from its engine, without
 // what is not the vault's (health checks, meta, CVC keys, leases).
-func bkDump(tb testing.TB, s *Store) map[string]bkEntry {
+func dumpStorage(tb testing.TB, s *Store) map[string]dumpEntry {
 	tb.Helper()
 	snap, err := snapshotterOf(s.kv)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	out := map[string]bkEntry{}
+	out := map[string]dumpEntry{}
 	err = snap.Snapshot(context.Background(), func(key, value []byte, expiresAt time.Time) error {
 		if backedUp(key) {
-			out[string(key)] = bkEntry{string(value), unixSeconds(expiresAt)}
+			out[string(key)] = dumpEntry{string(value), unixSeconds(expiresAt)}
 		}
 		return nil
 	})
@@ -50,8 +51,8 @@ func bkDump(tb testing.TB, s *Store) map[string]bkEntry {
 	return out
 }
 
-// bkBackup takes a backup of s into memory.
-func bkBackup(tb testing.TB, s *Store) []byte {
+// backupBytes takes a backup of s into memory.
+func backupBytes(tb testing.TB, s *Store) []byte {
 	tb.Helper()
 	var buf bytes.Buffer
 	if err := s.Backup(context.Background(), &buf, nil); err != nil {
@@ -60,10 +61,10 @@ func bkBackup(tb testing.TB, s *Store) []byte {
 	return buf.Bytes()
 }
 
-// bkRestore restores a backup into dir with key.
+// restoreBytes restores a backup into dir with key.
 // With TV_ENGINE=postgres it restores into the database the tests map dir
 // to (see withTestEngine), which a store opened on dir then opens.
-func bkRestore(tb testing.TB, data []byte, dir string, key []byte) (*RestoreStats, error) {
+func restoreBytes(tb testing.TB, data []byte, dir string, key []byte) (*RestoreStats, error) {
 	tb.Helper()
 	return Restore(bytes.NewReader(data), withTestRestore(tb, RestoreOptions{Dir: dir, MasterKey: key}))
 }
@@ -78,12 +79,12 @@ func withTestRestore(tb testing.TB, o RestoreOptions) RestoreOptions {
 	return o
 }
 
-// bkWorld is a store with a bit of everything: two tenants, applications
+// backupWorld is a store with a bit of everything: two tenants, applications
 // with several keys, tokens of each type (one with a CVC, one that
 // expires, one with search indexes), a proxy with a hostname and audit
 // records, which Badger expires by itself.
-type bkWorld struct {
-	*twWorld
+type backupWorld struct {
+	*tokenWorld
 	other    *CreatedTenant
 	keys     []string // API keys
 	proxy    *Proxy
@@ -91,9 +92,10 @@ type bkWorld struct {
 	cvcToken string
 }
 
-func newBKWorld(tb testing.TB) *bkWorld {
+// newBackupWorld is a token world for backups.
+func newBackupWorld(tb testing.TB) *backupWorld {
 	tb.Helper()
-	w := &bkWorld{twWorld: newTWWorld(tb, nil)}
+	w := &backupWorld{tokenWorld: newTokenWorld(tb, nil)}
 	ctx := context.Background()
 	s := w.s
 	app, key := mustCreateApp(tb, s, w.tenant.ID, privateApp("billing"))
@@ -103,14 +105,14 @@ func newBKWorld(tb testing.TB) *bkWorld {
 	}
 	w.other = mustCreateTenant(tb, s, "Other", TenantProduction)
 	w.keys = []string{key.Key, second.Key, w.other.Key}
-	w.proxy = mustCreateProxy(tb, s, w.tenant.ID, pxInput("charges"))
+	w.proxy = mustCreateProxy(tb, s, w.tenant.ID, proxyInput("charges"))
 	if _, err := s.RegisterHostname(ctx, w.tenant.ID, w.proxy.ID, "pay.example.com"); err != nil {
 		tb.Fatal(err)
 	}
 	inputs := []TokenInput{
-		{Type: "card", Data: twCard(twVisa, "")},
-		{Type: "card", Data: twCard(twMaster, ""), Metadata: map[string]string{"customer": "c-1"}},
-		{Type: "bank", Data: twBank(twRouting, twAccount)},
+		{Type: "card", Data: cardData(testVisa, "")},
+		{Type: "card", Data: cardData(testMastercard, ""), Metadata: map[string]string{"customer": "c-1"}},
+		{Type: "bank", Data: bankData(testRouting, testAccount)},
 		{Type: "token", Data: "bk secret token data", SearchIndexes: []string{"{{ data }}"}},
 		{Type: "token", Data: map[string]any{"nested": "bk nested secret"}, ExpiresAt: w.clock.Peek().Add(48 * time.Hour).Format(time.RFC3339)},
 	}
@@ -118,12 +120,12 @@ func newBKWorld(tb testing.TB) *bkWorld {
 		tok := w.mustCreate("admin", in)
 		w.tokens = append(w.tokens, w.mustGet("admin", tok.ID))
 	}
-	w.cvcToken = w.mustCreate("admin", TokenInput{Type: "card", Data: twCard(twAmex, twCVC)}).ID
-	if got := twCVCOf(w.mustGet("admin", w.cvcToken)); got != twCVC {
+	w.cvcToken = w.mustCreate("admin", TokenInput{Type: "card", Data: cardData(testAmex, testCVC)}).ID
+	if got := cvcOf(w.mustGet("admin", w.cvcToken)); got != testCVC {
 		tb.Fatalf("the card's CVC before the backup: %q", got)
 	}
 	// detokenizing with audit writes audit records, which carry a TTL
-	_, _, err = s.Detokenize(ctx, w.req("admin"), DetokenizeOptions{Permission: "token:use", Limit: 10, Audit: auRecord(w.proxy.ID)}, "{{ "+w.tokens[3].ID+" }}")
+	_, _, err = s.Detokenize(ctx, w.req("admin"), DetokenizeOptions{Permission: "token:use", Limit: 10, Audit: auditRecordFor(w.proxy.ID)}, "{{ "+w.tokens[3].ID+" }}")
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -134,8 +136,8 @@ func newBKWorld(tb testing.TB) *bkWorld {
 }
 
 func TestBackupRestoreRoundTrip(t *testing.T) {
-	w := newBKWorld(t)
-	before := bkDump(t, w.s)
+	w := newBackupWorld(t)
+	before := dumpStorage(t, w.s)
 	var ttl int
 	for _, e := range before {
 		if e.expiresAt != 0 {
@@ -181,7 +183,7 @@ func TestBackupRestoreRoundTrip(t *testing.T) {
 	}
 
 	r := openTestStore(t, Options{Dir: dir, Now: w.clock.Now})
-	after := bkDump(t, r)
+	after := dumpStorage(t, r)
 	if len(after) != len(before) {
 		t.Errorf("restored %d entries, want %d", len(after), len(before))
 	}
@@ -202,13 +204,13 @@ func TestBackupRestoreRoundTrip(t *testing.T) {
 	rw.s = r
 	for _, want := range w.tokens {
 		got := rw.mustGet("admin", want.ID)
-		if twJSON(t, got) != twJSON(t, want) {
-			t.Errorf("token %s after restore:\n%s\nwant\n%s", want.ID, twJSON(t, got), twJSON(t, want))
+		if encodeJSON(t, got) != encodeJSON(t, want) {
+			t.Errorf("token %s after restore:\n%s\nwant\n%s", want.ID, encodeJSON(t, got), encodeJSON(t, want))
 		}
 	}
-	if got := rw.mustGet("admin", w.cvcToken); twCVCOf(got) != nil {
+	if got := rw.mustGet("admin", w.cvcToken); cvcOf(got) != nil {
 		t.Errorf("a restored card has its CVC; the backup must not outlive the CVC's retention")
-	} else if m, _ := got.Data.(map[string]any); m["number"] != twAmex {
+	} else if m, _ := got.Data.(map[string]any); m["number"] != testAmex {
 		t.Errorf("the restored card without its CVC: %v", got.Data)
 	}
 	for _, k := range w.keys {
@@ -228,12 +230,12 @@ func TestBackupRestoreRoundTrip(t *testing.T) {
 }
 
 func TestRestoreWrongMasterKey(t *testing.T) {
-	w := newBKWorld(t)
-	data := bkBackup(t, w.s)
+	w := newBackupWorld(t)
+	data := backupBytes(t, w.s)
 	other := bytes.Repeat([]byte{0x17}, MasterKeySize)
 
 	missing := filepath.Join(t.TempDir(), "new")
-	_, err := bkRestore(t, data, missing, other)
+	_, err := restoreBytes(t, data, missing, other)
 	if !errors.Is(err, ErrBackupKeyMismatch) {
 		t.Fatalf("restore with another key: %v, want ErrBackupKeyMismatch", err)
 	}
@@ -244,19 +246,19 @@ func TestRestoreWrongMasterKey(t *testing.T) {
 		t.Errorf("a refused restore created the directory: %v", err)
 	}
 	empty := t.TempDir()
-	if _, err := bkRestore(t, data, empty, other); !errors.Is(err, ErrBackupKeyMismatch) {
+	if _, err := restoreBytes(t, data, empty, other); !errors.Is(err, ErrBackupKeyMismatch) {
 		t.Fatalf("restore with another key: %v", err)
 	}
 	if entries, _ := os.ReadDir(empty); len(entries) != 0 {
 		t.Errorf("a refused restore wrote %d entries", len(entries))
 	}
-	if _, err := bkRestore(t, data, empty, testMasterKey[:16]); err == nil {
+	if _, err := restoreBytes(t, data, empty, testMasterKey[:16]); err == nil {
 		t.Error("a short key was accepted")
 	}
 }
 
-// bkFrames splits a backup into its header and frames.
-func bkFrames(tb testing.TB, data []byte) (header []byte, frames [][]byte) {
+// backupFrames splits a backup into its header and frames.
+func backupFrames(tb testing.TB, data []byte) (header []byte, frames [][]byte) {
 	tb.Helper()
 	n := backupFixedHeader + 2 + int(binary.BigEndian.Uint16(data[backupFixedHeader:]))
 	header, data = data[:n], data[n:]
@@ -267,11 +269,12 @@ func bkFrames(tb testing.TB, data []byte) (header []byte, frames [][]byte) {
 	return header, frames
 }
 
-func bkJoin(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+// joinBytes concatenates parts.
+func joinBytes(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
 
-// bkFillStore writes n entries of about size bytes of random data, so a
+// fillStore writes n entries of about size bytes of random data, so a
 // backup spans several frames.
-func bkFillStore(tb testing.TB, s *Store, n, size int) {
+func fillStore(tb testing.TB, s *Store, n, size int) {
 	tb.Helper()
 	err := s.kv.Update(context.Background(), func(w Writer) error {
 		for i := range n {
@@ -292,13 +295,13 @@ func bkFillStore(tb testing.TB, s *Store, n, size int) {
 
 func TestRestoreRefusesDamagedBackups(t *testing.T) {
 	s, _ := newTestStore(t)
-	bkFillStore(t, s, 800, 1000)
-	data := bkBackup(t, s)
-	header, frames := bkFrames(t, data)
+	fillStore(t, s, 800, 1000)
+	data := backupBytes(t, s)
+	header, frames := backupFrames(t, data)
 	if len(frames) < 3 {
 		t.Fatalf("the backup has %d frames; the test needs at least 3", len(frames))
 	}
-	if _, err := bkRestore(t, data, filepath.Join(t.TempDir(), "ok"), testMasterKey); err != nil {
+	if _, err := restoreBytes(t, data, filepath.Join(t.TempDir(), "ok"), testMasterKey); err != nil {
 		t.Fatalf("the undamaged backup: %v", err)
 	}
 	flip := func(b []byte, at int) []byte {
@@ -314,31 +317,31 @@ func TestRestoreRefusesDamagedBackups(t *testing.T) {
 		"empty":                     nil,
 		"not a backup":              bytes.Repeat([]byte("garbage!"), 100),
 		"header only":               header,
-		"last frame dropped":        bkJoin(append([][]byte{header}, frames[:last]...)...),
+		"last frame dropped":        joinBytes(append([][]byte{header}, frames[:last]...)...),
 		"cut inside a frame":        data[:len(data)-10],
-		"byte flipped in a payload": bkJoin(append([][]byte{header, frames[0], flip(frames[1], 100)}, frames[2:]...)...),
-		"byte flipped in the tag":   bkJoin(append([][]byte{header}, append(frames[:last:last], flip(frames[last], len(frames[last])-1))...)...),
-		"created_at changed":        bkJoin(append([][]byte{flip(header, 19)}, frames...)...),
-		"salt changed":              bkJoin(append([][]byte{flip(header, 60)}, frames...)...),
-		"record count changed":      bkJoin(append([][]byte{header, flip(frames[0], 8)}, frames[1:]...)...),
-		"frames swapped":            bkJoin(append([][]byte{header, frames[1], frames[0]}, frames[2:]...)...),
-		"frame replayed":            bkJoin(append([][]byte{header, frames[0], frames[0]}, frames[1:]...)...),
-		"middle frame dropped":      bkJoin(append([][]byte{header, frames[0]}, frames[2:]...)...),
-		"early last flag":           bkJoin(header, asLast),
-		"data after the last frame": bkJoin(data, []byte{0}),
-		"a second backup appended":  bkJoin(data, data),
+		"byte flipped in a payload": joinBytes(append([][]byte{header, frames[0], flip(frames[1], 100)}, frames[2:]...)...),
+		"byte flipped in the tag":   joinBytes(append([][]byte{header}, append(frames[:last:last], flip(frames[last], len(frames[last])-1))...)...),
+		"created_at changed":        joinBytes(append([][]byte{flip(header, 19)}, frames...)...),
+		"salt changed":              joinBytes(append([][]byte{flip(header, 60)}, frames...)...),
+		"record count changed":      joinBytes(append([][]byte{header, flip(frames[0], 8)}, frames[1:]...)...),
+		"frames swapped":            joinBytes(append([][]byte{header, frames[1], frames[0]}, frames[2:]...)...),
+		"frame replayed":            joinBytes(append([][]byte{header, frames[0], frames[0]}, frames[1:]...)...),
+		"middle frame dropped":      joinBytes(append([][]byte{header, frames[0]}, frames[2:]...)...),
+		"early last flag":           joinBytes(header, asLast),
+		"data after the last frame": joinBytes(data, []byte{0}),
+		"a second backup appended":  joinBytes(data, data),
 	}
 	for name, damaged := range cases {
 		t.Run(name, func(t *testing.T) {
 			missing := filepath.Join(t.TempDir(), "new")
-			if _, err := bkRestore(t, damaged, missing, testMasterKey); err == nil {
+			if _, err := restoreBytes(t, damaged, missing, testMasterKey); err == nil {
 				t.Fatal("restored")
 			}
 			if _, err := os.Stat(missing); !errors.Is(err, os.ErrNotExist) {
 				t.Errorf("the failed restore left the directory: %v", err)
 			}
 			empty := t.TempDir()
-			if _, err := bkRestore(t, damaged, empty, testMasterKey); err == nil {
+			if _, err := restoreBytes(t, damaged, empty, testMasterKey); err == nil {
 				t.Fatal("restored")
 			}
 			if entries, _ := os.ReadDir(empty); len(entries) != 0 {
@@ -351,23 +354,23 @@ func TestRestoreRefusesDamagedBackups(t *testing.T) {
 func TestRestoreRefusesNonEmptyDirectory(t *testing.T) {
 	badgerOnly(t)
 	s, _ := newTestStore(t)
-	data := bkBackup(t, s)
+	data := backupBytes(t, s)
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("keep me"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	before := hashDir(t, dir)
-	if _, err := bkRestore(t, data, dir, testMasterKey); !errors.Is(err, ErrRestoreTargetNotEmpty) {
+	if _, err := restoreBytes(t, data, dir, testMasterKey); !errors.Is(err, ErrRestoreTargetNotEmpty) {
 		t.Fatalf("restore into a non-empty directory: %v", err)
 	}
 	assertSameFiles(t, before, hashDir(t, dir))
 
 	// a running store: not empty (and locked)
-	if _, err := bkRestore(t, data, s.Dir(), testMasterKey); !errors.Is(err, ErrRestoreTargetNotEmpty) || !strings.Contains(err.Error(), "holds a vault store") {
+	if _, err := restoreBytes(t, data, s.Dir(), testMasterKey); !errors.Is(err, ErrRestoreTargetNotEmpty) || !strings.Contains(err.Error(), "holds a vault store") {
 		t.Fatalf("restore into a store's directory: %v", err)
 	}
 	file := filepath.Join(dir, "notes.txt")
-	if _, err := bkRestore(t, data, file, testMasterKey); err == nil {
+	if _, err := restoreBytes(t, data, file, testMasterKey); err == nil {
 		t.Fatal("restored into a file")
 	}
 }
@@ -391,20 +394,20 @@ func TestBackupKeepsExpiry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data := bkBackup(t, s)
+	data := backupBytes(t, s)
 	for uint64(time.Now().Unix()) < soon {
 		time.Sleep(100 * time.Millisecond)
 	}
 	dir := filepath.Join(t.TempDir(), "restored")
-	stats, err := bkRestore(t, data, dir, testMasterKey)
+	stats, err := restoreBytes(t, data, dir, testMasterKey)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if stats.Expired != 1 {
 		t.Errorf("%d expired entries left out, want 1", stats.Expired)
 	}
-	got := bkDump(t, openTestStore(t, Options{Dir: dir}))
-	want := map[string]bkEntry{"v1/bktest/later": {"v", later}, "v1/bktest/never": {"v", 0}}
+	got := dumpStorage(t, openTestStore(t, Options{Dir: dir}))
+	want := map[string]dumpEntry{"v1/bktest/later": {"v", later}, "v1/bktest/never": {"v", 0}}
 	if len(got) != len(want) {
 		t.Errorf("restored %v, want %v", got, want)
 	}
@@ -416,13 +419,13 @@ func TestBackupKeepsExpiry(t *testing.T) {
 }
 
 func TestBackupHoldsNothingInClear(t *testing.T) {
-	w := newBKWorld(t)
-	data := bkBackup(t, w.s)
+	w := newBackupWorld(t)
+	data := backupBytes(t, w.s)
 	needles := map[string]string{
-		"card number":    twVisa,
-		"card number 2":  twMaster,
-		"CVC card":       twAmex,
-		"bank account":   twAccount,
+		"card number":    testVisa,
+		"card number 2":  testMastercard,
+		"CVC card":       testAmex,
+		"bank account":   testAccount,
 		"token data":     "bk secret token data",
 		"nested data":    "bk nested secret",
 		"tenant id":      w.tenant.ID,
@@ -461,9 +464,9 @@ func TestBackupHoldsNothingInClear(t *testing.T) {
 func TestBackupUnderConcurrentWrites(t *testing.T) {
 	clock := newFakeClock()
 	s := openTestStore(t, Options{Dir: t.TempDir(), Now: clock.Now})
-	w := newTWWorldOn(t, s, clock, s.Dir(), nil)
+	w := newTokenWorldOn(t, s, clock, s.Dir(), nil)
 	req := w.req("admin")
-	bkFillStore(t, s, 2000, 1000) // some frames to write while the writers run
+	fillStore(t, s, 2000, 1000) // some frames to write while the writers run
 
 	var mu sync.Mutex
 	var created []string
@@ -522,7 +525,7 @@ func TestBackupUnderConcurrentWrites(t *testing.T) {
 	}
 
 	dir := filepath.Join(t.TempDir(), "restored")
-	if _, err := bkRestore(t, buf.Bytes(), dir, testMasterKey); err != nil {
+	if _, err := restoreBytes(t, buf.Bytes(), dir, testMasterKey); err != nil {
 		t.Fatal(err)
 	}
 	r := openTestStore(t, Options{Dir: dir, Now: clock.Now})
@@ -548,47 +551,47 @@ func TestBackupUnderConcurrentWrites(t *testing.T) {
 	t.Logf("%d tokens before the backup, %d restored, %d when it ended, %d created in all", len(before), records, during, len(created))
 }
 
-// bkWrapped wraps a KV, with or without Unwrap.
-type bkWrapped struct{ KV }
+// wrappedKV wraps a KV, with or without Unwrap.
+type wrappedKV struct{ KV }
 
-type bkUnwrapping struct{ KV }
+type unwrappingKV struct{ KV }
 
-func (u bkUnwrapping) Unwrap() KV { return u.KV }
+func (u unwrappingKV) Unwrap() KV { return u.KV }
 
 func TestBackupThroughWrappedKV(t *testing.T) {
-	s := openTestStore(t, Options{Dir: t.TempDir(), WrapKV: func(kv KV) KV { return bkUnwrapping{bkWrapped{bkUnwrapping{kv}}} }})
+	s := openTestStore(t, Options{Dir: t.TempDir(), WrapKV: func(kv KV) KV { return unwrappingKV{wrappedKV{unwrappingKV{kv}}} }})
 	mustCreateTenant(t, s, "Wrapped", TenantTest)
 	if err := s.Backup(context.Background(), io.Discard, nil); err == nil {
 		t.Error("a backup through a wrapper without Unwrap succeeded")
 	}
-	s2 := openTestStore(t, Options{Dir: t.TempDir(), WrapKV: func(kv KV) KV { return bkUnwrapping{bkUnwrapping{kv}} }})
+	s2 := openTestStore(t, Options{Dir: t.TempDir(), WrapKV: func(kv KV) KV { return unwrappingKV{unwrappingKV{kv}} }})
 	mustCreateTenant(t, s2, "Wrapped", TenantTest)
-	data := bkBackup(t, s2)
-	if _, err := bkRestore(t, data, filepath.Join(t.TempDir(), "r"), testMasterKey); err != nil {
+	data := backupBytes(t, s2)
+	if _, err := restoreBytes(t, data, filepath.Join(t.TempDir(), "r"), testMasterKey); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func TestBackupStopsWithContext(t *testing.T) {
 	s, _ := newTestStore(t)
-	bkFillStore(t, s, 3000, 100)
+	fillStore(t, s, 3000, 100)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	var buf bytes.Buffer
 	if err := s.Backup(ctx, &buf, nil); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Backup with a cancelled context: %v", err)
 	}
-	if _, err := bkRestore(t, buf.Bytes(), filepath.Join(t.TempDir(), "r"), testMasterKey); err == nil {
+	if _, err := restoreBytes(t, buf.Bytes(), filepath.Join(t.TempDir(), "r"), testMasterKey); err == nil {
 		t.Error("the stream of a cancelled backup restored")
 	}
 }
 
 func TestBackupMeter(t *testing.T) {
 	s, _ := newTestStore(t)
-	bkFillStore(t, s, 700, 1000)
+	fillStore(t, s, 700, 1000)
 	mustCreateTenant(t, s, "Meter", TenantTest)
-	data := bkBackup(t, s)
-	records := int64(len(bkDump(t, s)))
+	data := backupBytes(t, s)
+	records := int64(len(dumpStorage(t, s)))
 
 	var m BackupMeter
 	for rest := data; len(rest) > 0; {
@@ -622,7 +625,7 @@ func TestBackupMeter(t *testing.T) {
 // BenchmarkBackup backs up a store of 50,000 tokens (b.SetBytes is the
 // size of one backup, so ns/op becomes MB/s).
 func BenchmarkBackup(b *testing.B) {
-	w := newTWBenchWorld(b, false)
+	w := newTokenBenchWorld(b, false)
 	req := w.req("admin")
 	const tokens = 50000
 	var wg sync.WaitGroup
@@ -632,7 +635,7 @@ func BenchmarkBackup(b *testing.B) {
 		go func() {
 			defer wg.Done()
 			for i := g; i < tokens; i += 2 {
-				in := TokenInput{Type: "card", Data: twBenchCard(i), Metadata: map[string]string{"n": fmt.Sprint(i)}}
+				in := TokenInput{Type: "card", Data: benchCard(i), Metadata: map[string]string{"n": fmt.Sprint(i)}}
 				if _, err := w.s.CreateToken(w.ctx, req, in); err != nil {
 					errs <- err
 					return
@@ -664,9 +667,9 @@ func (c *countingDiscard) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// bkCraft writes a backup of the given entries sealed for key, as Backup
+// craftBackup writes a backup of the given entries sealed for key, as Backup
 // would, without a store.
-func bkCraft(tb testing.TB, key []byte, format uint16, entries map[string]string) []byte {
+func craftBackup(tb testing.TB, key []byte, format uint16, entries map[string]string) []byte {
 	tb.Helper()
 	master, err := newAEAD(key)
 	if err != nil {
@@ -722,29 +725,29 @@ func TestBackupRefusesKeysOfAnotherMasterKey(t *testing.T) {
 	}
 
 	// and Restore checks the same of what it restores
-	data := bkCraft(t, testMasterKey, FormatVersion, map[string]string{
+	data := craftBackup(t, testMasterKey, FormatVersion, map[string]string{
 		"v1/tenant/x":                       "record",
 		string(dataKeyKey(ct.Tenant.ID, 2)): string(wrapped),
 	})
 	dir := filepath.Join(t.TempDir(), "r")
-	if _, err := bkRestore(t, data, dir, testMasterKey); err == nil || !strings.Contains(err.Error(), "does not open") {
+	if _, err := restoreBytes(t, data, dir, testMasterKey); err == nil || !strings.Contains(err.Error(), "does not open") {
 		t.Fatalf("restore of a data key of another master key: %v", err)
 	}
 	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the refused restore left %s: %v", dir, err)
 	}
 	for name, key := range map[string]string{"internal": "!badger!head", "empty": ""} {
-		if _, err := bkRestore(t, bkCraft(t, testMasterKey, FormatVersion, map[string]string{key: "x"}), filepath.Join(t.TempDir(), "r"), testMasterKey); err == nil {
+		if _, err := restoreBytes(t, craftBackup(t, testMasterKey, FormatVersion, map[string]string{key: "x"}), filepath.Join(t.TempDir(), "r"), testMasterKey); err == nil {
 			t.Errorf("a backup with an %s key restored", name)
 		}
 	}
-	if _, err := bkRestore(t, bkCraft(t, testMasterKey, FormatVersion, map[string]string{"v1/ok": "x"}), filepath.Join(t.TempDir(), "r"), testMasterKey); err != nil {
+	if _, err := restoreBytes(t, craftBackup(t, testMasterKey, FormatVersion, map[string]string{"v1/ok": "x"}), filepath.Join(t.TempDir(), "r"), testMasterKey); err != nil {
 		t.Errorf("a crafted backup does not restore: %v", err)
 	}
 }
 
 func TestBackupDuringMasterKeyRotation(t *testing.T) {
-	w := newBKWorld(t)
+	w := newBackupWorld(t)
 	w.s.rotating.Lock() // a rotation under way
 	err := w.s.Backup(context.Background(), io.Discard, nil)
 	w.s.rotating.Unlock()
@@ -757,20 +760,20 @@ func TestBackupDuringMasterKeyRotation(t *testing.T) {
 	if err := w.s.RotateMasterKey(context.Background(), newKey); err != nil {
 		t.Fatal(err)
 	}
-	data := bkBackup(t, w.s)
-	if _, err := bkRestore(t, data, filepath.Join(t.TempDir(), "old"), testMasterKey); !errors.Is(err, ErrBackupKeyMismatch) {
+	data := backupBytes(t, w.s)
+	if _, err := restoreBytes(t, data, filepath.Join(t.TempDir(), "old"), testMasterKey); !errors.Is(err, ErrBackupKeyMismatch) {
 		t.Errorf("restore with the master key before the rotation: %v", err)
 	}
 	dir := filepath.Join(t.TempDir(), "new")
-	if _, err := bkRestore(t, data, dir, newKey); err != nil {
+	if _, err := restoreBytes(t, data, dir, newKey); err != nil {
 		t.Fatal(err)
 	}
 	r := openTestStore(t, Options{Dir: dir, MasterKey: newKey, Now: w.clock.Now})
 	rw := w.at(t)
 	rw.s = r
 	for _, want := range w.tokens {
-		if got := rw.mustGet("admin", want.ID); twJSON(t, got) != twJSON(t, want) {
-			t.Errorf("token %s after rotation, backup and restore: %s", want.ID, twJSON(t, got))
+		if got := rw.mustGet("admin", want.ID); encodeJSON(t, got) != encodeJSON(t, want) {
+			t.Errorf("token %s after rotation, backup and restore: %s", want.ID, encodeJSON(t, got))
 		}
 	}
 }
@@ -794,9 +797,9 @@ func TestRestoreOlderFormat(t *testing.T) {
 	if err != nil || len(entries) == 0 {
 		t.Fatalf("reading the fixture: %d entries, %v", len(entries), err)
 	}
-	data := bkCraft(t, key, 1, entries)
+	data := craftBackup(t, key, 1, entries)
 	dir := filepath.Join(t.TempDir(), "restored")
-	if _, err := bkRestore(t, data, dir, key); err != nil {
+	if _, err := restoreBytes(t, data, dir, key); err != nil {
 		t.Fatal(err)
 	}
 	if m, err := readMeta(dir); err != nil || m.Format != 1 {
@@ -816,7 +819,7 @@ func TestRestoreOlderFormat(t *testing.T) {
 			t.Errorf("token %s: %v", id, err)
 		}
 	}
-	if _, err := bkRestore(t, bkCraft(t, key, FormatVersion+1, entries), filepath.Join(t.TempDir(), "newer"), key); err == nil || !strings.Contains(err.Error(), "newer") {
+	if _, err := restoreBytes(t, craftBackup(t, key, FormatVersion+1, entries), filepath.Join(t.TempDir(), "newer"), key); err == nil || !strings.Contains(err.Error(), "newer") {
 		t.Errorf("a backup of a newer format: %v", err)
 	}
 }

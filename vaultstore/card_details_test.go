@@ -76,7 +76,7 @@ func TestCardBrand(t *testing.T) {
 
 func TestBINOf(t *testing.T) {
 	for length := 13; length <= 19; length++ {
-		n := twLuhn("4", 7, length)
+		n := luhnNumber("4", 7, length)
 		want := n[:6]
 		if length >= 16 {
 			want = n[:8]
@@ -91,7 +91,7 @@ func TestBINOf(t *testing.T) {
 // a bank account its routing number and last four; nothing more of the
 // number than PCI DSS allows to display, at every length.
 func TestDeriveDetails(t *testing.T) {
-	card, bank := deriveDetails(TokenTypeCard, twCard(twVisa, twCVC))
+	card, bank := deriveDetails(TokenTypeCard, cardData(testVisa, testCVC))
 	if bank != nil || card == nil {
 		t.Fatalf("card: details %+v %+v", card, bank)
 	}
@@ -99,23 +99,23 @@ func TestDeriveDetails(t *testing.T) {
 	if *card != want {
 		t.Errorf("card details = %+v, want %+v", *card, want)
 	}
-	card, _ = deriveDetails(TokenTypeCard, twCard(twAmex, ""))
+	card, _ = deriveDetails(TokenTypeCard, cardData(testAmex, ""))
 	if card.BIN != "378282" || card.Last4 != "0005" || card.Brand != BrandAmericanExpress {
 		t.Errorf("amex details = %+v", *card)
 	}
-	card, _ = deriveDetails(TokenTypeCard, map[string]any{"number": twMaster})
+	card, _ = deriveDetails(TokenTypeCard, map[string]any{"number": testMastercard})
 	if card.ExpirationMonth != 0 || card.ExpirationYear != 0 || card.Brand != BrandMastercard {
 		t.Errorf("card without expiry: %+v", *card)
 	}
-	_, bank = deriveDetails(TokenTypeBank, twBank(twRouting, twAccount))
-	if bank == nil || *bank != (BankDetails{RoutingNumber: twRouting, AccountNumberLast4: "1234"}) {
+	_, bank = deriveDetails(TokenTypeBank, bankData(testRouting, testAccount))
+	if bank == nil || *bank != (BankDetails{RoutingNumber: testRouting, AccountNumberLast4: "1234"}) {
 		t.Errorf("bank details = %+v", bank)
 	}
-	if c, b := deriveDetails(TokenTypeToken, twCard(twVisa, "")); c != nil || b != nil {
+	if c, b := deriveDetails(TokenTypeToken, cardData(testVisa, "")); c != nil || b != nil {
 		t.Errorf("a general token got details %+v %+v", c, b)
 	}
 	for length := 13; length <= 19; length++ {
-		n := twLuhn("5", 123456789, length)
+		n := luhnNumber("5", 123456789, length)
 		c, _ := deriveDetails(TokenTypeCard, map[string]any{"number": n})
 		raw, _ := json.Marshal(c)
 		shown := len(c.BIN) + len(c.Last4)
@@ -133,9 +133,9 @@ func TestDeriveDetails(t *testing.T) {
 // the transform, on create, get, list and search, and never to a caller
 // who may not read the token.
 func TestDetailsShownToEveryReader(t *testing.T) {
-	w := newTWWorld(t, nil)
-	card := w.mustCreate("admin", TokenInput{Type: "card", Data: twCard(twVisa, twCVC)})
-	bank := w.mustCreate("admin", TokenInput{Type: "bank", Data: twBank(twRouting, twAccount)})
+	w := newTokenWorld(t, nil)
+	card := w.mustCreate("admin", TokenInput{Type: "card", Data: cardData(testVisa, testCVC)})
+	bank := w.mustCreate("admin", TokenInput{Type: "bank", Data: bankData(testRouting, testAccount)})
 	general := w.mustCreate("admin", TokenInput{Type: "token", Data: "x"})
 	wantCard := `{"bin":"42424242","last4":"4242","expiration_month":12,"expiration_year":2030,"brand":"visa"}`
 	wantBank := `{"routing_number":"021000021","account_number_last4":"1234"}`
@@ -143,11 +143,11 @@ func TestDetailsShownToEveryReader(t *testing.T) {
 		t.Helper()
 		switch tok.ID {
 		case card.ID:
-			if got := twJSON(t, tok.Card); got != wantCard || tok.Bank != nil {
+			if got := encodeJSON(t, tok.Card); got != wantCard || tok.Bank != nil {
 				t.Errorf("%s: card = %s, bank = %v", what, got, tok.Bank)
 			}
 		case bank.ID:
-			if got := twJSON(t, tok.Bank); got != wantBank || tok.Card != nil {
+			if got := encodeJSON(t, tok.Bank); got != wantBank || tok.Card != nil {
 				t.Errorf("%s: bank = %s, card = %v", what, got, tok.Card)
 			}
 		case general.ID:
@@ -169,26 +169,26 @@ func TestDetailsShownToEveryReader(t *testing.T) {
 	}
 	// a caller who may update but not read sees no details
 	writer, _ := mustCreateApp(t, w.s, w.tenant.ID, ApplicationInput{Name: "updater", Type: AppPrivate,
-		Rules: []AccessRule{twRule(1, "/", TransformReveal, "token:update")}})
+		Rules: []AccessRule{testRule(1, "/", TransformReveal, "token:update")}})
 	tok, err := w.s.UpdateToken(w.ctx, TokenRequest{Tenant: w.tenant, Application: writer}, card.ID, map[string]any{"metadata": map[string]any{"a": "b"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if tok.Card != nil || tok.Bank != nil {
-		t.Errorf("an update by a non-reader shows details: %s", twJSON(t, tok))
+		t.Errorf("an update by a non-reader shows details: %s", encodeJSON(t, tok))
 	}
 	// a change of number changes the details
-	upd := w.mustUpdate("admin", card.ID, map[string]any{"data": map[string]any{"number": twMaster}})
+	upd := w.mustUpdate("admin", card.ID, map[string]any{"data": map[string]any{"number": testMastercard}})
 	if upd.Card == nil || upd.Card.Last4 != "4444" || upd.Card.Brand != BrandMastercard || upd.Card.BIN != "55555555" {
-		t.Errorf("after a number change: %s", twJSON(t, upd.Card))
+		t.Errorf("after a number change: %s", encodeJSON(t, upd.Card))
 	}
 }
 
 // TestDetailsStoredSealed: the details are part of the sealed record,
 // and a record written before they existed gets them derived on read.
 func TestDetailsStoredSealed(t *testing.T) {
-	w := newTWWorld(t, nil)
-	tok := w.mustCreate("admin", TokenInput{Type: "card", Data: twCard(twVisa, "")})
+	w := newTokenWorld(t, nil)
+	tok := w.mustCreate("admin", TokenInput{Type: "card", Data: cardData(testVisa, "")})
 	raw := kvValues(t, w.s, "v1/t/"+w.tenant.ID+"/tok/")
 	for _, v := range raw {
 		if strings.Contains(v, "42424242") || strings.Contains(v, "visa") {
@@ -215,7 +215,7 @@ func TestDetailsStoredSealed(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got := w.mustGet("masker", tok.ID); got.Card == nil || got.Card.BIN != "42424242" || got.Card.Brand != BrandVisa {
-		t.Errorf("a record without stored details reads as %s", twJSON(t, got.Card))
+		t.Errorf("a record without stored details reads as %s", encodeJSON(t, got.Card))
 	}
 	toks, _, err := w.s.SearchTokens(w.ctx, w.req("admin"), "card.bin:42424242", 0, 10)
 	if err != nil || len(toks) != 1 {
@@ -241,11 +241,11 @@ func kvValues(tb testing.TB, s *Store, prefix string) []string {
 
 // TestSearchCardDetails: card.bin, card.last4 and card.brand find cards.
 func TestSearchCardDetails(t *testing.T) {
-	w := newTWWorld(t, nil)
-	visa := w.mustCreate("admin", TokenInput{Type: "card", Data: twCard(twVisa, "")})
-	master := w.mustCreate("admin", TokenInput{Type: "card", Data: twCard(twMaster, "")})
-	amex := w.mustCreate("admin", TokenInput{Type: "card", Data: twCard(twAmex, "")})
-	w.mustCreate("admin", TokenInput{Type: "bank", Data: twBank(twRouting, twAccount)})
+	w := newTokenWorld(t, nil)
+	visa := w.mustCreate("admin", TokenInput{Type: "card", Data: cardData(testVisa, "")})
+	master := w.mustCreate("admin", TokenInput{Type: "card", Data: cardData(testMastercard, "")})
+	amex := w.mustCreate("admin", TokenInput{Type: "card", Data: cardData(testAmex, "")})
+	w.mustCreate("admin", TokenInput{Type: "bank", Data: bankData(testRouting, testAccount)})
 	w.mustCreate("admin", TokenInput{Type: "token", Data: map[string]any{"bin": "42424242"}})
 	for _, tc := range []struct {
 		query string
@@ -275,15 +275,15 @@ func TestSearchCardDetails(t *testing.T) {
 		}
 	}
 	_, _, err := w.s.SearchTokens(w.ctx, w.req("admin"), "card.number:4242", 0, 10)
-	twWantFields(t, err, "query")
+	wantFieldErrors(t, err, "query")
 }
 
 // TestBINTableEnrichesDetails: with a BIN table the details carry its
 // fields, from the longest matching bin; the stored record does not, so
 // a new table applies at once, and no table leaves them out.
 func TestBINTableEnrichesDetails(t *testing.T) {
-	w := newTWWorld(t, nil)
-	tok := w.mustCreate("admin", TokenInput{Type: "card", Data: twCard(twVisa, "")})
+	w := newTokenWorld(t, nil)
+	tok := w.mustCreate("admin", TokenInput{Type: "card", Data: cardData(testVisa, "")})
 	table, err := ParseBINTable(strings.NewReader(
 		"bin,funding,segment,product_code,issuer_name,issuer_country,issuer_country_name,issuer_country_numeric\n" +
 			"424242,credit,consumer,F,Short Bank,US,United States of America,840\n" +
@@ -291,25 +291,25 @@ func TestBINTableEnrichesDetails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := twJSON(t, w.mustGet("masker", tok.ID).Card); strings.Contains(got, "funding") || strings.Contains(got, "issuer") {
+	if got := encodeJSON(t, w.mustGet("masker", tok.ID).Card); strings.Contains(got, "funding") || strings.Contains(got, "issuer") {
 		t.Errorf("without a table: %s", got)
 	}
 	w.s.SetBINTable(table)
 	got := w.mustGet("masker", tok.ID).Card
 	want := `{"bin":"42424242","last4":"4242","expiration_month":12,"expiration_year":2030,"brand":"visa","funding":"debit",` +
 		`"issuer":{"country":"GB","name":"Long Bank"},"issuer_country":{"alpha2":"GB","name":"United Kingdom","numeric":"826"},"segment":"commercial"}`
-	if twJSON(t, got) != want {
-		t.Errorf("with a table:\n got %s\nwant %s", twJSON(t, got), want)
+	if encodeJSON(t, got) != want {
+		t.Errorf("with a table:\n got %s\nwant %s", encodeJSON(t, got), want)
 	}
 	d, err := w.s.CardDetailsForBIN("424242")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := `{"brand":"visa","funding":"credit","issuer":{"country":"US","name":"Short Bank"},"issuer_country":{"alpha2":"US","name":"United States of America","numeric":"840"},"segment":"consumer","product":{"code":"F"}}`; twJSON(t, d) != want {
-		t.Errorf("CardDetailsForBIN(424242) = %s, want %s", twJSON(t, d), want)
+	if want := `{"brand":"visa","funding":"credit","issuer":{"country":"US","name":"Short Bank"},"issuer_country":{"alpha2":"US","name":"United States of America","numeric":"840"},"segment":"consumer","product":{"code":"F"}}`; encodeJSON(t, d) != want {
+		t.Errorf("CardDetailsForBIN(424242) = %s, want %s", encodeJSON(t, d), want)
 	}
 	w.s.SetBINTable(nil)
-	if got := twJSON(t, w.mustGet("masker", tok.ID).Card); strings.Contains(got, "funding") {
+	if got := encodeJSON(t, w.mustGet("masker", tok.ID).Card); strings.Contains(got, "funding") {
 		t.Errorf("table removed: %s", got)
 	}
 }
@@ -339,8 +339,8 @@ func TestCardDetailsForBIN(t *testing.T) {
 		}
 		if err != nil {
 			t.Errorf("bin %q: %v", tc.bin, err)
-		} else if twJSON(t, d) != tc.want {
-			t.Errorf("bin %q: %s, want %s", tc.bin, twJSON(t, d), tc.want)
+		} else if encodeJSON(t, d) != tc.want {
+			t.Errorf("bin %q: %s, want %s", tc.bin, encodeJSON(t, d), tc.want)
 		}
 	}
 }

@@ -12,9 +12,9 @@ import (
 	"time"
 )
 
-// ckPublicKey reads the public key a creation answered, as the vendor's
+// clientPublicKey reads the public key a creation answered, as the vendor's
 // Elements read it: PEM armour around the raw 32 bytes.
-func ckPublicKey(t *testing.T, k *ClientKey) *ecdh.PublicKey {
+func clientPublicKey(t *testing.T, k *ClientKey) *ecdh.PublicKey {
 	t.Helper()
 	block, rest := pem.Decode([]byte(k.PublicKeyPEM))
 	if block == nil || block.Type != "PUBLIC KEY" || len(bytes.TrimSpace(rest)) != 0 {
@@ -41,7 +41,7 @@ func TestClientKeyLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ckPublicKey(t, k)
+	clientPublicKey(t, k)
 	if k.KeyID != k.ID || !isID(k.ID) || k.TenantID != tn.Tenant.ID || k.CreatedBy != "actor" {
 		t.Errorf("created key: %+v", k)
 	}
@@ -118,7 +118,7 @@ func TestClientKeyAgreement(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pub := ckPublicKey(t, k)
+	pub := clientPublicKey(t, k)
 	eph, err := ecdh.X25519().GenerateKey(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -150,9 +150,7 @@ func TestClientKeyAgreement(t *testing.T) {
 			t.Errorf("%s: %v", tc.name, err)
 		}
 	}
-	clock.mu.Lock()
-	clock.t = clock.t.Add(time.Hour)
-	clock.mu.Unlock()
+	clock.Advance(time.Hour)
 	if _, err := s.ClientKeyAgreement(ctx, tn.Tenant.ID, k.ID, eph.PublicKey().Bytes()); !errors.Is(err, ErrClientKeyUnusable) {
 		t.Errorf("expired key: %v", err)
 	}

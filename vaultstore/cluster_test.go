@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tokenvault/tokenvault/internal/testclock"
 	"github.com/tokenvault/tokenvault/vaultstore/kv/postgres"
 	"github.com/tokenvault/tokenvault/vaultstore/kv/postgres/pgtest"
 )
@@ -17,7 +18,7 @@ import (
 // database, whatever TV_ENGINE says.
 
 // clusterNodes opens n stores on one new database with one clock.
-func clusterNodes(t *testing.T, n int, clock *fakeClock) []*Store {
+func clusterNodes(t *testing.T, n int, clock *testclock.Clock) []*Store {
 	t.Helper()
 	dsn := pgtest.NewDatabase(t)
 	nodes := make([]*Store, n)
@@ -161,7 +162,7 @@ func TestClusterIdempotencyKeyHeldOnce(t *testing.T) {
 func TestClusterTokenCountsExact(t *testing.T) {
 	clock := newFakeClock()
 	nodes := clusterNodes(t, 2, clock)
-	w := newTWWorldOn(t, nodes[0], clock, "", nil)
+	w := newTokenWorldOn(t, nodes[0], clock, "", nil)
 	req := w.req("admin")
 	const perWriter, writersPerNode int64 = 15, 3
 	var wg sync.WaitGroup
@@ -203,11 +204,11 @@ func TestClusterCVCKeysShared(t *testing.T) {
 	clock := newFakeClock()
 	nodes := clusterNodes(t, 2, clock)
 	a, b := nodes[0], nodes[1]
-	w := newTWWorldOn(t, a, clock, "", nil)
-	tok := w.mustCreate("admin", TokenInput{Type: "card", Data: twCard(twVisa, twCVC)})
+	w := newTokenWorldOn(t, a, clock, "", nil)
+	tok := w.mustCreate("admin", TokenInput{Type: "card", Data: cardData(testVisa, testCVC)})
 	onB := w.at(t)
 	onB.s = b
-	if got := twCVCOf(onB.mustGet("admin", tok.ID)); got != twCVC {
+	if got := cvcOf(onB.mustGet("admin", tok.ID)); got != testCVC {
 		t.Fatalf("the other node reads cvc %v, want the one sealed on the first", got)
 	}
 	epoch, until := w.cvcState(tok.ID)
@@ -215,7 +216,7 @@ func TestClusterCVCKeysShared(t *testing.T) {
 	if end.Before(until) {
 		end = until
 	}
-	twAdvance(clock, end.Add(time.Second).Sub(clock.Peek()))
+	clock.Advance(end.Add(time.Second).Sub(clock.Peek()))
 	if err := b.Sweep(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -245,12 +246,12 @@ func TestClusterWrongMasterKeyChangesNothing(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)
 	s := openTestStore(t, Options{Postgres: &postgres.Options{DSN: dsn}})
 	mustCreateTenant(t, s, "Kept", TenantTest)
-	before := bkDump(t, s)
+	before := dumpStorage(t, s)
 	other := bytes.Repeat([]byte{0x17}, MasterKeySize)
 	if _, err := Open(Options{Postgres: &postgres.Options{DSN: dsn}, MasterKey: other}); !errors.Is(err, ErrWrongMasterKey) {
 		t.Fatalf("Open with another master key: %v, want ErrWrongMasterKey", err)
 	}
-	after := bkDump(t, s)
+	after := dumpStorage(t, s)
 	if len(after) != len(before) {
 		t.Fatalf("%d entries after the refused open, %d before", len(after), len(before))
 	}
@@ -266,16 +267,16 @@ func TestClusterWrongMasterKeyChangesNothing(t *testing.T) {
 func TestRestoreRefusesNonEmptyDatabase(t *testing.T) {
 	src, _ := newTestStore(t)
 	mustCreateTenant(t, src, "Source", TenantTest)
-	data := bkBackup(t, src)
+	data := backupBytes(t, src)
 	dsn := pgtest.NewDatabase(t)
 	s := openTestStore(t, Options{Postgres: &postgres.Options{DSN: dsn}})
 	mustCreateTenant(t, s, "Kept", TenantTest)
-	before := bkDump(t, s)
+	before := dumpStorage(t, s)
 	_, err := Restore(bytes.NewReader(data), RestoreOptions{Postgres: &postgres.Options{DSN: dsn}, MasterKey: testMasterKey})
 	if !errors.Is(err, ErrRestoreTargetNotEmpty) {
 		t.Fatalf("restore into a database in use: %v, want ErrRestoreTargetNotEmpty", err)
 	}
-	if after := bkDump(t, s); len(after) != len(before) {
+	if after := dumpStorage(t, s); len(after) != len(before) {
 		t.Errorf("%d entries after the refused restore, %d before", len(after), len(before))
 	}
 }

@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/tokenvault/tokenvault/vaultstore/kv/badgerkv"
 	"slices"
 	"testing"
+
+	"github.com/tokenvault/tokenvault/vaultstore/kv/badgerkv"
 )
 
 // Every change that alters what a key resolves to is seen by the very next
@@ -221,7 +222,7 @@ func TestTokenWritesKeepCredentialsCached(t *testing.T) {
 	// does; that the engine notifies only credential records is tested by
 	// TestCredentialRecord and the engine's own watch tests.
 	badgerOnly(t)
-	w := newTWWorld(t, nil)
+	w := newTokenWorld(t, nil)
 	ct := mustCreateTenant(t, w.s, "Warm", TenantTest)
 	w.mustCreate("admin", TokenInput{Type: "token", Data: "first"}) // creates the world's application
 	p := mustCreateProxy(t, w.s, ct.Tenant.ID, ProxyInput{Name: "pay", DestinationURL: "https://api.example.com"})

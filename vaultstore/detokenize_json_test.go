@@ -13,14 +13,14 @@ import (
 	"github.com/tokenvault/tokenvault/vaultstore/strictjson"
 )
 
-func (w *twWorld) detokenizeJSON(app, perm string, body []byte, opts DetokenizeOptions) ([]byte, *DetokenizeResult, error) {
+func (w *tokenWorld) detokenizeJSON(app, perm string, body []byte, opts DetokenizeOptions) ([]byte, *DetokenizeResult, error) {
 	w.tb.Helper()
 	opts.Permission = perm
 	// a buffer with old contents: every test also checks that the output
 	// written into it shows none of them
 	dst := bytes.Repeat([]byte("#"), 4096)
 	out, res, err := w.s.DetokenizeJSON(w.ctx, w.req(app), opts, body, dst)
-	return out, res, twNote(w.tb, err)
+	return out, res, noSecretIn(w.tb, err)
 }
 
 // TestExpressionCandidates: the scan of a body looks only into strings
@@ -55,7 +55,7 @@ func TestExpressionCandidates(t *testing.T) {
 func TestDetokenizeJSONBytes(t *testing.T) {
 	w := newDetokenizeWorld(t)
 	card := `{"cvc":"9173","expiration_month":12,"expiration_year":2030,"number":"4242424242424242"}`
-	obj := `{"list":[1,2],"n":` + dtBigNumber + `,"name":"Jane <&>"}`
+	obj := `{"list":[1,2],"n":` + bigNumber + `,"name":"Jane <&>"}`
 	for _, tc := range []struct {
 		name, body, want string
 		ids              []string // placeholders
@@ -68,8 +68,8 @@ func TestDetokenizeJSONBytes(t *testing.T) {
 		{"expression inside text", `{"pan": "x{{ CARD | json: '$.number' }}y"}`, `{"pan": "x4242424242424242y"}`, []string{"CARD"}},
 		{"several expressions", `"{{ CARD | json: '$.expiration_month' }}/{{ CARD | json: '$.expiration_year' }} {{ STR }}"`,
 			`"12/2030 hello"`, []string{"CARD", "STR"}},
-		{"exact big number", `{"n": "{{ OBJ | json: '$.n' }}"}`, `{"n": ` + dtBigNumber + `}`, []string{"OBJ"}},
-		{"exact number in text", `{"n": "n={{ OBJ | json: '$.n' }}"}`, `{"n": "n=` + dtBigNumber + `"}`, []string{"OBJ"}},
+		{"exact big number", `{"n": "{{ OBJ | json: '$.n' }}"}`, `{"n": ` + bigNumber + `}`, []string{"OBJ"}},
+		{"exact number in text", `{"n": "n={{ OBJ | json: '$.n' }}"}`, `{"n": "n=` + bigNumber + `"}`, []string{"OBJ"}},
 		{"number keeps its spelling", `["{{ UUID }}"]`, `[7.50]`, []string{"UUID"}},
 		{"object with a big number, not HTML-escaped", `{"o": "{{ OBJ }}"}`, `{"o": ` + obj + `}`, []string{"OBJ"}},
 		{"object in text is compact JSON", `{"o": "x{{ OBJ }}"}`, `{"o": "x` + strings.ReplaceAll(obj, `"`, `\"`) + `"}`, []string{"OBJ"}},
@@ -164,7 +164,7 @@ func TestDetokenizeJSONUnchangedBodies(t *testing.T) {
 
 func TestDetokenizeJSONErrors(t *testing.T) {
 	w := newDetokenizeWorld(t)
-	twSecret("4000056655665556")
+	asSecret("4000056655665556")
 	for _, tc := range []struct {
 		name, body string
 		fields     []string
@@ -186,7 +186,7 @@ func TestDetokenizeJSONErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			body := []byte(w.fill(tc.body))
 			out, res, err := w.at(t).detokenizeJSON("admin", "token:use", body, DetokenizeOptions{Limit: 2})
-			twWantFields(t, err, tc.fields...)
+			wantFieldErrors(t, err, tc.fields...)
 			if out != nil || res != nil {
 				t.Errorf("got %s, %v with the error", out, res)
 			}
@@ -215,12 +215,12 @@ func TestDetokenizeJSONErrors(t *testing.T) {
 
 	// forbidden
 	out, res, err := w.detokenizeJSON("plain", "token:use", []byte(w.fill(`{"a": "{{ STR }}"}`)), DetokenizeOptions{})
-	twWantErr(t, err, ErrForbidden)
+	wantErrorIs(t, err, ErrForbidden)
 	if out != nil || res != nil {
 		t.Errorf("forbidden: %s, %v", out, res)
 	}
 	_, _, err = w.detokenizeJSON("pci", "token:read", []byte(w.fill(`["{{ CARD }}", "{{ STR }}"]`)), DetokenizeOptions{})
-	twWantErr(t, err, ErrForbidden)
+	wantErrorIs(t, err, ErrForbidden)
 }
 
 // The data substituted is what the caller's transform shows.
@@ -270,7 +270,7 @@ func TestDetokenizeJSONAudit(t *testing.T) {
 		t.Errorf("audit record %+v", rec)
 	}
 	raw, _ := json.Marshal(rec)
-	for _, s := range []string{"42424242", twCVC, "hello", "Jane", dtBigNumber, "body-value", "secret-member", "{{"} {
+	for _, s := range []string{"42424242", testCVC, "hello", "Jane", bigNumber, "body-value", "secret-member", "{{"} {
 		if bytes.Contains(raw, []byte(s)) {
 			t.Errorf("the audit record holds %q: %s", s, raw)
 		}
@@ -316,7 +316,7 @@ func TestDetokenizeJSONMatchesDetokenize(t *testing.T) {
 		t.Run(body, func(t *testing.T) {
 			raw := []byte(w.fill(body))
 			got, _, gotErr := w.at(t).detokenizeJSON("admin", "token:use", raw, DetokenizeOptions{Limit: 2})
-			want, _, wantErr := w.at(t).detokenize("admin", "token:use", twDecode(t, string(raw)), 2)
+			want, _, wantErr := w.at(t).detokenize("admin", "token:use", decodeJSON(t, string(raw)), 2)
 			if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
 				t.Fatalf("DetokenizeJSON: %v, Detokenize: %v", gotErr, wantErr)
 			}
@@ -331,15 +331,15 @@ func TestDetokenizeJSONMatchesDetokenize(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if g, w := dtDecodeNumbers(t, got), dtDecodeNumbers(t, wantRaw); !reflect.DeepEqual(g, w) {
+			if g, w := decodeNumbers(t, got), decodeNumbers(t, wantRaw); !reflect.DeepEqual(g, w) {
 				t.Errorf("DetokenizeJSON %s\nDetokenize   %s", got, wantRaw)
 			}
 		})
 	}
 }
 
-// dtDecodeNumbers decodes JSON with UseNumber.
-func dtDecodeNumbers(tb testing.TB, raw []byte) any {
+// decodeNumbers decodes JSON with UseNumber.
+func decodeNumbers(tb testing.TB, raw []byte) any {
 	tb.Helper()
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
@@ -367,9 +367,9 @@ func TestDetokenizeFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []any{"4242424242424242", json.Number("7.50"), "no expressions }}", nil, "x [1,2] hello", json.Number("7.50")}
-	want[3] = twDecode(t, `{"list":[1,2],"n":`+dtBigNumber+`,"name":"Jane <&>"}`)
-	if twJSON(t, out) != twJSON(t, want) {
-		t.Errorf("got %s, want %s", twJSON(t, out), twJSON(t, want))
+	want[3] = decodeJSON(t, `{"list":[1,2],"n":`+bigNumber+`,"name":"Jane <&>"}`)
+	if encodeJSON(t, out) != encodeJSON(t, want) {
+		t.Errorf("got %s, want %s", encodeJSON(t, out), encodeJSON(t, want))
 	}
 	if _, ok := out[1].(json.Number); !ok {
 		t.Errorf("amount is %T", out[1])
@@ -379,11 +379,11 @@ func TestDetokenizeFields(t *testing.T) {
 	}
 	// errors name the fields' paths
 	_, _, err = w.s.DetokenizeFields(w.ctx, req, opts, []DetokenizeField{{Path: "a", Text: w.fill("{{ STR }}")}, {Path: "card.number", Text: "{{ nope-1 }}"}})
-	twWantFields(t, twNote(t, err), "card.number")
+	wantFieldErrors(t, noSecretIn(t, err), "card.number")
 	_, _, err = w.s.DetokenizeFields(w.ctx, req, opts, []DetokenizeField{{Path: "a", Text: "{{ STR"}, {Path: "items[2]", Text: w.fill("{{ OBJ | nope }}")}})
-	twWantFields(t, twNote(t, err), "a")
+	wantFieldErrors(t, noSecretIn(t, err), "a")
 	_, _, err = w.s.DetokenizeFields(w.ctx, req, opts, []DetokenizeField{{Path: "a", Text: w.fill("{{ STR }}")}, {Path: "items[2]", Text: w.fill("x {{ OBJ | nope }}")}})
-	twWantFields(t, twNote(t, err), "items[2]")
+	wantFieldErrors(t, noSecretIn(t, err), "items[2]")
 	// nothing to do: no storage touched
 	out, res, err = w.s.DetokenizeFields(w.ctx, TokenRequest{Tenant: &Tenant{ID: "no-such-tenant"}}, opts, []DetokenizeField{{Path: "a", Text: "x"}, {Path: "b", Text: ""}})
 	if err != nil || !reflect.DeepEqual(out, []any{"x", ""}) || res == nil || res.TokenIDs != nil {
@@ -399,8 +399,8 @@ func TestDetokenizeFields(t *testing.T) {
 // strictjson's error for an invalid body and valid JSON otherwise, and
 // agrees with Detokenize of the decoded body.
 func FuzzDetokenizeJSON(f *testing.F) {
-	w := newTWWorld(f, nil)
-	w.mustCreate("admin", TokenInput{ID: "card-1", Type: "card", Data: twCard(twVisa, twCVC)})
+	w := newTokenWorld(f, nil)
+	w.mustCreate("admin", TokenInput{ID: "card-1", Type: "card", Data: cardData(testVisa, testCVC)})
 	w.mustCreate("admin", TokenInput{ID: "obj-1", Type: "token", Data: map[string]any{"a": []any{json.Number("1"), "x <&>"}, "n": json.Number("1234567890123456789012")}})
 	for _, s := range []string{
 		`"{{ card-1 }}"`,
@@ -420,7 +420,7 @@ func FuzzDetokenizeJSON(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		in := bytes.Clone(body)
 		out, res, err := w.s.DetokenizeJSON(w.ctx, req, DetokenizeOptions{Permission: "token:use", Limit: 5}, body, nil)
-		twNote(t, err)
+		noSecretIn(t, err)
 		if !bytes.Equal(in, body) {
 			t.Fatal("the input was modified")
 		}
@@ -459,16 +459,16 @@ func FuzzDetokenizeJSON(f *testing.F) {
 			if merr != nil {
 				t.Fatal(merr)
 			}
-			if g, w := dtDecodeNumbers(t, out), dtDecodeNumbers(t, wantRaw); !reflect.DeepEqual(g, w) {
+			if g, w := decodeNumbers(t, out), decodeNumbers(t, wantRaw); !reflect.DeepEqual(g, w) {
 				t.Fatalf("DetokenizeJSON %s\nDetokenize   %s", out, wantRaw)
 			}
 		}
 	})
 }
 
-// dtJSONBenchBody returns a JSON body of about size bytes holding refs
+// jsonBenchBody returns a JSON body of about size bytes holding refs
 // (under "card") and items to fill the rest.
-func dtJSONBenchBody(b *testing.B, size int, refs []string) []byte {
+func jsonBenchBody(b *testing.B, size int, refs []string) []byte {
 	b.Helper()
 	var items []any
 	body := map[string]any{
@@ -502,10 +502,10 @@ func dtJSONBenchBody(b *testing.B, size int, refs []string) []byte {
 // one and five token references (five distinct tokens); "validate" is
 // strictjson.Validate alone, the floor of the "none" case.
 func BenchmarkDetokenizeJSON(b *testing.B) {
-	w := newTWBenchWorld(b, false)
+	w := newTokenBenchWorld(b, false)
 	var ids []string
 	for i := range 5 {
-		ids = append(ids, w.mustCreate("admin", TokenInput{Type: "card", Data: twBenchCard(i)}).ID)
+		ids = append(ids, w.mustCreate("admin", TokenInput{Type: "card", Data: benchCard(i)}).ID)
 	}
 	one := []string{"{{ " + ids[0] + " | json: '$.number' }}"}
 	five := []string{
@@ -523,7 +523,7 @@ func BenchmarkDetokenizeJSON(b *testing.B) {
 			refs []string
 		}{{"validate", nil}, {"none", nil}, {"one", one}, {"five", five}} {
 			b.Run(fmt.Sprintf("%dKB/%s", size>>10, tc.name), func(b *testing.B) {
-				body := dtJSONBenchBody(b, size, tc.refs)
+				body := jsonBenchBody(b, size, tc.refs)
 				b.SetBytes(int64(len(body)))
 				b.ReportAllocs()
 				if tc.name == "validate" {

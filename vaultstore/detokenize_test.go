@@ -14,20 +14,20 @@ import (
 
 // detokenizeWorld is a token world with the tokens the detokenization tests use.
 type detokenizeWorld struct {
-	*twWorld
+	*tokenWorld
 	card, obj, str, uuid string // token ids
 }
 
-// dtBigNumber must come back with exactly these digits.
-const dtBigNumber = "12345678901234567890123"
+// bigNumber must come back with exactly these digits.
+const bigNumber = "12345678901234567890123"
 
 func newDetokenizeWorld(tb testing.TB) *detokenizeWorld {
 	tb.Helper()
-	w := &detokenizeWorld{twWorld: newTWWorld(tb, nil)}
+	w := &detokenizeWorld{tokenWorld: newTokenWorld(tb, nil)}
 	// a caller id with "-", "." , ":" and an inner space
-	w.card = w.mustCreate("admin", TokenInput{ID: "card-1.visa:main x", Type: "card", Data: twCard(twVisa, twCVC)}).ID
+	w.card = w.mustCreate("admin", TokenInput{ID: "card-1.visa:main x", Type: "card", Data: cardData(testVisa, testCVC)}).ID
 	w.obj = w.mustCreate("admin", TokenInput{ID: "obj_1", Type: "token",
-		Data: map[string]any{"n": json.Number(dtBigNumber), "name": "Jane <&>", "list": []any{json.Number("1"), json.Number("2")}}}).ID
+		Data: map[string]any{"n": json.Number(bigNumber), "name": "Jane <&>", "list": []any{json.Number("1"), json.Number("2")}}}).ID
 	w.str = w.mustCreate("admin", TokenInput{ID: "str-1", Type: "token", Data: "hello"}).ID
 	w.uuid = w.mustCreate("admin", TokenInput{Type: "token", Data: json.Number("7.50")}).ID
 	return w
@@ -38,28 +38,28 @@ func (w *detokenizeWorld) fill(s string) string {
 	return strings.NewReplacer("CARD", w.card, "OBJ", w.obj, "STR", w.str, "UUID", w.uuid).Replace(s)
 }
 
-func (w *twWorld) detokenize(app, perm string, body any, limit int) (any, *DetokenizeResult, error) {
+func (w *tokenWorld) detokenize(app, perm string, body any, limit int) (any, *DetokenizeResult, error) {
 	w.tb.Helper()
 	out, res, err := w.s.Detokenize(w.ctx, w.req(app), DetokenizeOptions{Permission: perm, Limit: limit}, body)
-	return out, res, twNote(w.tb, err)
+	return out, res, noSecretIn(w.tb, err)
 }
 
-func (w *twWorld) detokenizeString(app, perm, text string, limit int) (string, *DetokenizeResult, error) {
+func (w *tokenWorld) detokenizeString(app, perm, text string, limit int) (string, *DetokenizeResult, error) {
 	w.tb.Helper()
 	out, res, err := w.s.DetokenizeString(w.ctx, w.req(app), DetokenizeOptions{Permission: perm, Limit: limit}, text)
-	return out, res, twNote(w.tb, err)
+	return out, res, noSecretIn(w.tb, err)
 }
 
-// dtUse detokenizes as a proxy (token:use) would, as the admin.
-func (w *detokenizeWorld) dtUse(tb testing.TB, body string, limit int) (any, *DetokenizeResult, error) {
+// detokenizeAsProxy detokenizes as a proxy (token:use) would, as the admin.
+func (w *detokenizeWorld) detokenizeAsProxy(tb testing.TB, body string, limit int) (any, *DetokenizeResult, error) {
 	tb.Helper()
-	return w.at(tb).detokenize("admin", "token:use", twDecode(tb, w.fill(body)), limit)
+	return w.at(tb).detokenize("admin", "token:use", decodeJSON(tb, w.fill(body)), limit)
 }
 
 func TestDetokenizeForms(t *testing.T) {
 	w := newDetokenizeWorld(t)
 	card := `{"number":"4242424242424242","expiration_month":12,"expiration_year":2030,"cvc":"9173"}`
-	obj := `{"list":[1,2],"n":` + dtBigNumber + `,"name":"Jane <&>"}`
+	obj := `{"list":[1,2],"n":` + bigNumber + `,"name":"Jane <&>"}`
 	for _, tc := range []struct {
 		name, body, want string
 		ids              []string // placeholders
@@ -71,7 +71,7 @@ func TestDetokenizeForms(t *testing.T) {
 		{"much space", "\" \\t {{  \\n CARD \\t |  json: '$.number'   }}  \"", `"4242424242424242"`, []string{"CARD"}},
 		{"data json filter", `{"pan": "{{ CARD | json: '$.number' }}"}`, `{"pan":"4242424242424242"}`, []string{"CARD"}},
 		{"cvc while retained", `"{{ CARD | json: '$.cvc' }}"`, `"9173"`, []string{"CARD"}},
-		{"exact big number", `{"n": "{{ OBJ | json: '$.n' }}"}`, `{"n":` + dtBigNumber + `}`, []string{"OBJ"}},
+		{"exact big number", `{"n": "{{ OBJ | json: '$.n' }}"}`, `{"n":` + bigNumber + `}`, []string{"OBJ"}},
 		{"number kept as number", `["{{ CARD | json: '$.expiration_year' }}"]`, `[2030]`, []string{"CARD"}},
 		{"whole token", `"{{ token: CARD | json: '$.data.number' }}"`, `"4242424242424242"`, []string{"CARD"}},
 		{"whole token, no space", `"{{token:CARD|json:'$.type'}}"`, `"card"`, []string{"CARD"}},
@@ -80,7 +80,7 @@ func TestDetokenizeForms(t *testing.T) {
 		{"whole token data", `"{{ token: OBJ | json: '$.data' }}"`, obj, []string{"OBJ"}},
 		{"reveal_last", `"{{ CARD | json: '$.number' | reveal_last: 4 }}"`, `"XXXXXXXXXXXX4242"`, []string{"CARD"}},
 		{"object in a string", `"x{{ OBJ }}y"`, `"x` + strings.ReplaceAll(obj, `"`, `\"`) + `y"`, []string{"OBJ"}},
-		{"number in a string", `"n={{ OBJ | json: '$.n' }}"`, `"n=` + dtBigNumber + `"`, []string{"OBJ"}},
+		{"number in a string", `"n={{ OBJ | json: '$.n' }}"`, `"n=` + bigNumber + `"`, []string{"OBJ"}},
 		{"two expressions", `"{{ CARD | json: '$.expiration_month' }}/{{ CARD | json: '$.expiration_year' }}"`, `"12/2030"`, []string{"CARD"}},
 		{"two tokens in one string", `"{{ STR }} {{ UUID }}!"`, `"hello 7.50!"`, []string{"STR", "UUID"}},
 		{"nested", `{"a": [1, "{{ STR }}", {"b": ["{{ STR }}-{{ STR }}", true, null]}], "c": {"d": {"e": "{{ UUID }}"}}, "f": "plain"}`,
@@ -91,14 +91,14 @@ func TestDetokenizeForms(t *testing.T) {
 		{"no expressions", `{"a": ["b", 1.5, {"c": "}}"}]}`, `{"a":["b",1.5,{"c":"}}"}]}`, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			body := twDecode(t, w.fill(tc.body))
-			before := twJSON(t, body)
+			body := decodeJSON(t, w.fill(tc.body))
+			before := encodeJSON(t, body)
 			out, res, err := w.at(t).detokenize("admin", "token:use", body, 20)
 			if err != nil {
 				t.Fatalf("Detokenize: %v", err)
 			}
-			if !twSameJSON(t, out, w.fill(tc.want)) {
-				t.Errorf("got %s, want %s", twJSON(t, out), w.fill(tc.want))
+			if !jsonEqual(t, out, w.fill(tc.want)) {
+				t.Errorf("got %s, want %s", encodeJSON(t, out), w.fill(tc.want))
 			}
 			var want []string
 			for _, p := range tc.ids {
@@ -108,7 +108,7 @@ func TestDetokenizeForms(t *testing.T) {
 			if !slices.Equal(res.TokenIDs, want) {
 				t.Errorf("TokenIDs = %q, want %q", res.TokenIDs, want)
 			}
-			if twJSON(t, body) != before {
+			if encodeJSON(t, body) != before {
 				t.Errorf("the input was modified")
 			}
 		})
@@ -117,15 +117,15 @@ func TestDetokenizeForms(t *testing.T) {
 
 func TestDetokenizeExactNumbers(t *testing.T) {
 	w := newDetokenizeWorld(t)
-	out, _, err := w.dtUse(t, `{"n": "{{ OBJ | json: '$.n' }}", "all": "{{ OBJ }}"}`, 0)
+	out, _, err := w.detokenizeAsProxy(t, `{"n": "{{ OBJ | json: '$.n' }}", "all": "{{ OBJ }}"}`, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := out.(map[string]any)
-	if n, ok := m["n"].(json.Number); !ok || string(n) != dtBigNumber {
-		t.Errorf("n = %#v, want json.Number %s", m["n"], dtBigNumber)
+	if n, ok := m["n"].(json.Number); !ok || string(n) != bigNumber {
+		t.Errorf("n = %#v, want json.Number %s", m["n"], bigNumber)
 	}
-	if n := m["all"].(map[string]any)["n"]; n != json.Number(dtBigNumber) {
+	if n := m["all"].(map[string]any)["n"]; n != json.Number(bigNumber) {
 		t.Errorf("all.n = %#v", n)
 	}
 }
@@ -135,7 +135,7 @@ func TestDetokenizeString(t *testing.T) {
 	for _, tc := range []struct{ name, text, want string }{
 		{"form", "pan={{ CARD | json: '$.number' }}&exp={{ CARD | json: '$.expiration_month' }}%2F{{CARD|json:'$.expiration_year'}}",
 			"pan=4242424242424242&exp=12%2F2030"},
-		{"object as JSON", "card: {{ token: OBJ | json: '$.data' }}", `card: {"list":[1,2],"n":` + dtBigNumber + `,"name":"Jane <&>"}`},
+		{"object as JSON", "card: {{ token: OBJ | json: '$.data' }}", `card: {"list":[1,2],"n":` + bigNumber + `,"name":"Jane <&>"}`},
 		{"whole string stays text", "  {{ UUID }}\n", "  7.50\n"},
 		{"no expressions", "a } b {% x %} }}", "a } b {% x %} }}"},
 		{"empty", "", ""},
@@ -151,30 +151,30 @@ func TestDetokenizeString(t *testing.T) {
 		})
 	}
 	_, _, err := w.detokenizeString("admin", "token:use", "x {{ nope-id }}", 20)
-	twWantFields(t, err, "body")
+	wantFieldErrors(t, err, "body")
 	_, _, err = w.detokenizeString("plain", "token:use", w.fill("{{ STR }}"), 20)
-	twWantErr(t, err, ErrForbidden)
+	wantErrorIs(t, err, ErrForbidden)
 }
 
 func TestDetokenizeCountsDistinctTokens(t *testing.T) {
 	w := newDetokenizeWorld(t)
-	out, res, err := w.dtUse(t, `["{{ STR }}", "{{ STR }}{{STR}}", {"a": "{{ token: STR | json: '$.data' }}"}]`, 1)
+	out, res, err := w.detokenizeAsProxy(t, `["{{ STR }}", "{{ STR }}{{STR}}", {"a": "{{ token: STR | json: '$.data' }}"}]`, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !twSameJSON(t, out, `["hello","hellohello",{"a":"hello"}]`) || !slices.Equal(res.TokenIDs, []string{w.str}) {
-		t.Errorf("got %s, %q", twJSON(t, out), res.TokenIDs)
+	if !jsonEqual(t, out, `["hello","hellohello",{"a":"hello"}]`) || !slices.Equal(res.TokenIDs, []string{w.str}) {
+		t.Errorf("got %s, %q", encodeJSON(t, out), res.TokenIDs)
 	}
 	// limit 0 means no limit
-	if _, res, err = w.dtUse(t, `"{{ STR }}{{ OBJ }}{{ CARD }}{{ UUID }}"`, 0); err != nil || len(res.TokenIDs) != 4 {
+	if _, res, err = w.detokenizeAsProxy(t, `"{{ STR }}{{ OBJ }}{{ CARD }}{{ UUID }}"`, 0); err != nil || len(res.TokenIDs) != 4 {
 		t.Errorf("no limit: %v, %v", res, err)
 	}
-	_, _, err = w.dtUse(t, `["{{ STR }}", "{{ OBJ }}", "{{ STR }}"]`, 2)
+	_, _, err = w.detokenizeAsProxy(t, `["{{ STR }}", "{{ OBJ }}", "{{ STR }}"]`, 2)
 	if err != nil {
 		t.Errorf("two tokens, limit 2: %v", err)
 	}
-	_, _, err = w.dtUse(t, `["{{ STR }}", "{{ OBJ }}", "{{ CARD }}"]`, 2)
-	twWantFields(t, err, "body")
+	_, _, err = w.detokenizeAsProxy(t, `["{{ STR }}", "{{ OBJ }}", "{{ CARD }}"]`, 2)
+	wantFieldErrors(t, err, "body")
 	if msg := err.(*ValidationError).Fields["body"][0]; !strings.Contains(msg, "at most 2") || !strings.Contains(msg, "3") {
 		t.Errorf("limit message %q", msg)
 	}
@@ -182,13 +182,13 @@ func TestDetokenizeCountsDistinctTokens(t *testing.T) {
 
 func TestDetokenizeErrors(t *testing.T) {
 	w := newDetokenizeWorld(t)
-	other := newTWWorldOn(t, w.s, w.clock, w.dir, nil)
+	other := newTokenWorldOn(t, w.s, w.clock, w.dir, nil)
 	other.mustCreate("admin", TokenInput{ID: "foreign-1", Type: "token", Data: "theirs"})
-	w.mustCreate("admin", TokenInput{ID: "expiring-1", Type: "card", Data: twCard(twMaster, ""), ExpiresAt: w.expiresIn(time.Hour)})
-	if _, _, err := w.dtUse(t, `"{{ expiring-1 }}"`, 0); err != nil {
+	w.mustCreate("admin", TokenInput{ID: "expiring-1", Type: "card", Data: cardData(testMastercard, ""), ExpiresAt: w.expiresIn(time.Hour)})
+	if _, _, err := w.detokenizeAsProxy(t, `"{{ expiring-1 }}"`, 0); err != nil {
 		t.Fatalf("before expiry: %v", err)
 	}
-	twAdvance(w.clock, 2*time.Hour)
+	w.clock.Advance(2 * time.Hour)
 	for _, tc := range []struct {
 		name, body string
 		fields     []string
@@ -223,11 +223,11 @@ func TestDetokenizeErrors(t *testing.T) {
 					body = []any{body}
 				}
 			} else {
-				body = twDecode(t, w.fill(tc.body))
+				body = decodeJSON(t, w.fill(tc.body))
 			}
-			before := twJSON(t, body)
+			before := encodeJSON(t, body)
 			out, res, err := w.at(t).detokenize("admin", "token:use", body, 20)
-			twWantFields(t, err, tc.fields...)
+			wantFieldErrors(t, err, tc.fields...)
 			t.Logf("%v", err.(*ValidationError).Fields)
 			if out != nil || res != nil {
 				t.Errorf("got %v, %v with the error", out, res)
@@ -235,7 +235,7 @@ func TestDetokenizeErrors(t *testing.T) {
 			if !strings.Contains(fmt.Sprint(err.(*ValidationError).Fields), tc.inMessage) {
 				t.Errorf("messages %v do not mention %q", err.(*ValidationError).Fields, tc.inMessage)
 			}
-			if twJSON(t, body) != before {
+			if encodeJSON(t, body) != before {
 				t.Errorf("the input was modified")
 			}
 			if text := fmt.Sprint(err.(*ValidationError).Fields); strings.Contains(text, "hello") || strings.Contains(text, "theirs") {
@@ -260,8 +260,8 @@ func TestDetokenizePermissions(t *testing.T) {
 		{"unknown beats forbidden", "plain", "token:use", `["{{ STR }}", "{{ nope-1 }}"]`, &ValidationError{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			body := twDecode(t, w.fill(tc.body))
-			before := twJSON(t, body)
+			body := decodeJSON(t, w.fill(tc.body))
+			before := encodeJSON(t, body)
 			out, res, err := w.at(t).detokenize(tc.app, tc.perm, body, 20)
 			var v *ValidationError
 			if errors.As(tc.want, &v) {
@@ -269,20 +269,20 @@ func TestDetokenizePermissions(t *testing.T) {
 					t.Fatalf("error %v, want a ValidationError", err)
 				}
 			} else {
-				twWantErr(t, err, tc.want)
+				wantErrorIs(t, err, tc.want)
 			}
-			if out != nil || res != nil || twJSON(t, body) != before {
+			if out != nil || res != nil || encodeJSON(t, body) != before {
 				t.Errorf("something was substituted: %v, %v", out, res)
 			}
 		})
 	}
 	// allowed
-	out, _, err := w.detokenize(general, "token:use", twDecode(t, w.fill(`"{{ STR }}"`)), 20)
+	out, _, err := w.detokenize(general, "token:use", decodeJSON(t, w.fill(`"{{ STR }}"`)), 20)
 	if err != nil || out != "hello" {
 		t.Errorf("general app: %v, %v", out, err)
 	}
-	out, _, err = w.detokenize("pci", "token:read", twDecode(t, w.fill(`"{{ CARD | json: '$.cvc' }}"`)), 20)
-	if err != nil || out != twCVC {
+	out, _, err = w.detokenize("pci", "token:read", decodeJSON(t, w.fill(`"{{ CARD | json: '$.cvc' }}"`)), 20)
+	if err != nil || out != testCVC {
 		t.Errorf("pci reader: %v", err)
 	}
 }
@@ -301,21 +301,21 @@ func mustDTApp(t *testing.T, w *detokenizeWorld, rules ...AccessRule) string {
 // read would show, never more.
 func TestDetokenizeTransforms(t *testing.T) {
 	w := newDetokenizeWorld(t)
-	out, _, err := w.at(t).detokenize("masker", "token:read", twDecode(t, w.fill(`{"pan": "{{ CARD | json: '$.number' }}", "all": "{{ CARD }}"}`)), 20)
+	out, _, err := w.at(t).detokenize("masker", "token:read", decodeJSON(t, w.fill(`{"pan": "{{ CARD | json: '$.number' }}", "all": "{{ CARD }}"}`)), 20)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !twSameJSON(t, out, `{"pan":"XXXXXXXXXXXX4242","all":{"number":"XXXXXXXXXXXX4242","expiration_month":12,"expiration_year":2030}}`) {
-		t.Errorf("masked: %s", twJSON(t, out))
+	if !jsonEqual(t, out, `{"pan":"XXXXXXXXXXXX4242","all":{"number":"XXXXXXXXXXXX4242","expiration_month":12,"expiration_year":2030}}`) {
+		t.Errorf("masked: %s", encodeJSON(t, out))
 	}
 	// plain token:read masks too
-	out, _, err = w.detokenize("plain", "token:read", twDecode(t, w.fill(`"{{ token: CARD | json: '$.data.number' }}"`)), 20)
+	out, _, err = w.detokenize("plain", "token:read", decodeJSON(t, w.fill(`"{{ token: CARD | json: '$.data.number' }}"`)), 20)
 	if err != nil || out != "XXXXXXXXXXXX4242" {
 		t.Errorf("plain read: %v, %v", out, err)
 	}
-	out, _, err = w.detokenize("redactor", "token:read", twDecode(t, w.fill(`["{{ CARD }}", "a{{ CARD }}b"]`)), 20)
-	if err != nil || !twSameJSON(t, out, `[null, "ab"]`) {
-		t.Errorf("redacted: %s, %v", twJSON(t, out), err)
+	out, _, err = w.detokenize("redactor", "token:read", decodeJSON(t, w.fill(`["{{ CARD }}", "a{{ CARD }}b"]`)), 20)
+	if err != nil || !jsonEqual(t, out, `[null, "ab"]`) {
+		t.Errorf("redacted: %s, %v", encodeJSON(t, out), err)
 	}
 }
 
@@ -329,18 +329,18 @@ func TestDetokenizeMarksTokensActive(t *testing.T) {
 		return err == nil
 	}
 	// a month on, nothing has been active
-	twAdvance(w.clock, 40*24*time.Hour)
+	w.clock.Advance(40 * 24 * time.Hour)
 	if isActive(w.str) {
 		t.Fatal("active before use")
 	}
-	if _, _, err := w.dtUse(t, `["{{ STR }}", "{{ UUID }}"]`, 0); err != nil {
+	if _, _, err := w.detokenizeAsProxy(t, `["{{ STR }}", "{{ UUID }}"]`, 0); err != nil {
 		t.Fatal(err)
 	}
 	if !isActive(w.str) || !isActive(w.uuid) || isActive(w.obj) {
 		t.Errorf("active: str %v uuid %v obj %v", isActive(w.str), isActive(w.uuid), isActive(w.obj))
 	}
 	// a failed request marks nothing
-	if _, _, err := w.dtUse(t, `["{{ OBJ }}", "{{ OBJ | nope }}"]`, 0); err == nil {
+	if _, _, err := w.detokenizeAsProxy(t, `["{{ OBJ }}", "{{ OBJ | nope }}"]`, 0); err == nil {
 		t.Fatal("no error")
 	}
 	if isActive(w.obj) {
@@ -350,7 +350,7 @@ func TestDetokenizeMarksTokensActive(t *testing.T) {
 
 func TestDetokenizeFastPathDoesNotAllocate(t *testing.T) {
 	w := newDetokenizeWorld(t)
-	body := twDecode(t, `{"a": ["b", 1, {"c": "d }} {% x %}"}], "e": null, "f": true}`)
+	body := decodeJSON(t, `{"a": ["b", 1, {"c": "d }} {% x %}"}], "e": null, "f": true}`)
 	req := w.req("admin")
 	allocs := testing.AllocsPerRun(100, func() {
 		out, _, err := w.s.Detokenize(w.ctx, req, DetokenizeOptions{Permission: "token:use", Limit: 5}, body)
@@ -363,13 +363,13 @@ func TestDetokenizeFastPathDoesNotAllocate(t *testing.T) {
 	}
 }
 
-// No error a detokenization provokes quotes token data (twNote scans
+// No error a detokenization provokes quotes token data (noSecretIn scans
 // every error for the registered secrets).
 func TestDetokenizeErrorsNeverContainSecrets(t *testing.T) {
 	w := newDetokenizeWorld(t)
-	num := twSecret("6011000990139424")
-	cvc := twSecret("8529")
-	w.mustCreate("admin", TokenInput{ID: "secret-card", Type: "card", Data: twCard(num, cvc)})
+	num := asSecret("6011000990139424")
+	cvc := asSecret("8529")
+	w.mustCreate("admin", TokenInput{ID: "secret-card", Type: "card", Data: cardData(num, cvc)})
 	w.mustCreate("admin", TokenInput{ID: "secret-str", Type: "token", Data: num})
 	for _, body := range []string{
 		`"{{ secret-card | json: '$.number' | to_boolean }}"`,
@@ -387,7 +387,7 @@ func TestDetokenizeErrorsNeverContainSecrets(t *testing.T) {
 		`{"6011000990139424": "{{ secret-card | nope }}"}`,
 	} {
 		t.Run(body, func(t *testing.T) {
-			if _, _, err := w.dtUse(t, body, 0); err == nil {
+			if _, _, err := w.detokenizeAsProxy(t, body, 0); err == nil {
 				t.Errorf("no error")
 			}
 		})
@@ -395,8 +395,8 @@ func TestDetokenizeErrorsNeverContainSecrets(t *testing.T) {
 }
 
 func FuzzDetokenizeString(f *testing.F) {
-	w := newTWWorld(f, nil)
-	w.mustCreate("admin", TokenInput{ID: "card-1", Type: "card", Data: twCard(twVisa, twCVC)})
+	w := newTokenWorld(f, nil)
+	w.mustCreate("admin", TokenInput{ID: "card-1", Type: "card", Data: cardData(testVisa, testCVC)})
 	w.mustCreate("admin", TokenInput{ID: "obj-1", Type: "token", Data: map[string]any{"a": []any{json.Number("1"), "x"}}})
 	for _, s := range []string{
 		"{{ card-1 }}",
@@ -416,7 +416,7 @@ func FuzzDetokenizeString(f *testing.F) {
 	req := w.req("admin")
 	f.Fuzz(func(t *testing.T, text string) {
 		out, res, err := w.s.DetokenizeString(w.ctx, req, DetokenizeOptions{Permission: "token:use", Limit: 5}, text)
-		twNote(t, err)
+		noSecretIn(t, err)
 		var v *ValidationError
 		switch {
 		case err == nil:
@@ -433,9 +433,9 @@ func FuzzDetokenizeString(f *testing.F) {
 	})
 }
 
-// dtBenchBody is a body of about 1 KB (padded to 1024 bytes when the
+// benchBody is a body of about 1 KB (padded to 1024 bytes when the
 // references are short) holding refs.
-func dtBenchBody(b *testing.B, refs []string) any {
+func benchBody(b *testing.B, refs []string) any {
 	b.Helper()
 	items := make([]any, 0, 6)
 	for i := range 6 {
@@ -460,16 +460,16 @@ func dtBenchBody(b *testing.B, refs []string) any {
 	if len(raw) < 1000 || len(raw) > 1200 {
 		b.Fatalf("body is %d bytes", len(raw))
 	}
-	return twDecode(b, string(raw))
+	return decodeJSON(b, string(raw))
 }
 
 // BenchmarkDetokenizeBody detokenizes a 1 KB JSON body with one and with
 // five token references (five distinct tokens).
 func BenchmarkDetokenizeBody(b *testing.B) {
-	w := newTWBenchWorld(b, false)
+	w := newTokenBenchWorld(b, false)
 	var ids []string
 	for i := range 5 {
-		ids = append(ids, w.mustCreate("admin", TokenInput{Type: "card", Data: twBenchCard(i)}).ID)
+		ids = append(ids, w.mustCreate("admin", TokenInput{Type: "card", Data: benchCard(i)}).ID)
 	}
 	one := []string{"{{ " + ids[0] + " | json: '$.number' }}"}
 	five := []string{
@@ -484,7 +484,7 @@ func BenchmarkDetokenizeBody(b *testing.B) {
 		refs []string
 	}{{"none", nil}, {"one", one}, {"five", five}} {
 		b.Run(tc.name, func(b *testing.B) {
-			body := dtBenchBody(b, tc.refs)
+			body := benchBody(b, tc.refs)
 			req := w.req("admin")
 			b.ReportAllocs()
 			for b.Loop() {

@@ -10,27 +10,29 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/tokenvault/tokenvault/internal/testclock"
 )
 
-// docWorld is a store with a tenant and a caller for documents.
-type docWorld struct {
+// documentWorld is a store with a tenant and a caller for documents.
+type documentWorld struct {
 	s      *Store
-	clock  *fakeClock
+	clock  *testclock.Clock
 	tenant *CreatedTenant
 	req    TokenRequest
 }
 
-func newDocWorld(t *testing.T) *docWorld {
+func newDocumentWorld(t *testing.T) *documentWorld {
 	t.Helper()
 	s, clock := newTestStore(t)
 	tn := mustCreateTenant(t, s, "docs", TenantTest)
 	app, _ := mustCreateApp(t, s, tn.Tenant.ID, ApplicationInput{Name: "files", Type: AppPrivate,
 		Permissions: []string{"documents:create", "documents:read", "documents:reveal", "documents:delete"}})
-	return &docWorld{s: s, clock: clock, tenant: tn, req: TokenRequest{Tenant: tn.Tenant, Application: app}}
+	return &documentWorld{s: s, clock: clock, tenant: tn, req: TokenRequest{Tenant: tn.Tenant, Application: app}}
 }
 
-// docContent is n bytes that differ from chunk to chunk.
-func docContent(n int, seed byte) []byte {
+// documentContent is n bytes that differ from chunk to chunk.
+func documentContent(n int, seed byte) []byte {
 	b := make([]byte, n)
 	for i := range b {
 		b[i] = byte(i*7) ^ byte(i/DocumentChunkSize) ^ seed
@@ -39,7 +41,7 @@ func docContent(n int, seed byte) []byte {
 }
 
 // upload writes content in writes of step bytes and commits it.
-func (w *docWorld) upload(t *testing.T, content []byte, step int, in DocumentInput) *Document {
+func (w *documentWorld) upload(t *testing.T, content []byte, step int, in DocumentInput) *Document {
 	t.Helper()
 	u, err := w.s.BeginDocument(context.Background(), w.req, DefaultDocumentMaxBytes)
 	if err != nil {
@@ -59,7 +61,7 @@ func (w *docWorld) upload(t *testing.T, content []byte, step int, in DocumentInp
 	return doc
 }
 
-func (w *docWorld) read(t *testing.T, s *Store, id string) ([]byte, error) {
+func (w *documentWorld) read(t *testing.T, s *Store, id string) ([]byte, error) {
 	t.Helper()
 	_, r, err := s.OpenDocument(context.Background(), w.req, id)
 	if err != nil {
@@ -68,12 +70,12 @@ func (w *docWorld) read(t *testing.T, s *Store, id string) ([]byte, error) {
 	return io.ReadAll(r)
 }
 
-func (w *docWorld) chunkKeys(t *testing.T, id string) []string {
+func (w *documentWorld) chunkKeys(t *testing.T, id string) []string {
 	t.Helper()
 	return kvKeys(t, w.s, string(documentChunksPrefix(w.tenant.Tenant.ID, id)))
 }
 
-func (w *docWorld) markers(t *testing.T) []string {
+func (w *documentWorld) markers(t *testing.T) []string {
 	t.Helper()
 	return kvKeys(t, w.s, string(documentUploadPrefix()))
 }
@@ -82,12 +84,12 @@ func (w *docWorld) markers(t *testing.T) []string {
 // boundaries comes back byte for byte, in as many chunks as it needs, with
 // its metadata and content type; the upload and the read are audited.
 func TestDocumentRoundTrip(t *testing.T) {
-	w := newDocWorld(t)
+	w := newDocumentWorld(t)
 	ctx := context.Background()
 	sizes := []int{0, 1, DocumentChunkSize - 1, DocumentChunkSize, DocumentChunkSize + 1,
 		documentBatchChunks * DocumentChunkSize, 2*documentBatchChunks*DocumentChunkSize + 5}
 	for i, size := range sizes {
-		content := docContent(size, byte(i))
+		content := documentContent(size, byte(i))
 		doc := w.upload(t, content, 10_000+i, DocumentInput{Metadata: map[string]string{"n": "v"}, ContentType: "application/pdf"})
 		if doc.Size != int64(size) || doc.ContentType != "application/pdf" || doc.Metadata["n"] != "v" || doc.TenantID != w.tenant.Tenant.ID || doc.CreatedBy != w.req.Application.ID {
 			t.Errorf("size %d: document %+v", size, doc)
@@ -125,13 +127,13 @@ func TestDocumentRoundTrip(t *testing.T) {
 // TestDocumentRefusals: a document over the limit, bad metadata or a bad
 // content type is refused, and the refused upload leaves nothing behind.
 func TestDocumentRefusals(t *testing.T) {
-	w := newDocWorld(t)
+	w := newDocumentWorld(t)
 	ctx := context.Background()
 	u, err := w.s.BeginDocument(ctx, w.req, 3*DocumentChunkSize)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := u.Write(docContent(3*DocumentChunkSize, 1)); err != nil {
+	if _, err := u.Write(documentContent(3*DocumentChunkSize, 1)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := u.Write([]byte{1}); !errors.Is(err, ErrDocumentTooLarge) {
@@ -178,9 +180,9 @@ func TestDocumentRefusals(t *testing.T) {
 // TestDocumentDelete: a delete removes the record and every chunk, is
 // audited, and another tenant can neither read nor delete the document.
 func TestDocumentDelete(t *testing.T) {
-	w := newDocWorld(t)
+	w := newDocumentWorld(t)
 	ctx := context.Background()
-	doc := w.upload(t, docContent(5*DocumentChunkSize, 3), 1<<20, DocumentInput{})
+	doc := w.upload(t, documentContent(5*DocumentChunkSize, 3), 1<<20, DocumentInput{})
 	other := mustCreateTenant(t, w.s, "other", TenantTest)
 	app, _ := mustCreateApp(t, w.s, other.Tenant.ID, ApplicationInput{Name: "o", Type: AppPrivate, Permissions: []string{"documents:read"}})
 	otherReq := TokenRequest{Tenant: other.Tenant, Application: app}
@@ -217,10 +219,10 @@ func TestDocumentDelete(t *testing.T) {
 // TestDocumentTampering: a chunk moved from one document to another, or
 // swapped within one, or removed, fails the read.
 func TestDocumentTampering(t *testing.T) {
-	w := newDocWorld(t)
+	w := newDocumentWorld(t)
 	ctx := context.Background()
-	a := w.upload(t, docContent(2*DocumentChunkSize, 1), 1<<20, DocumentInput{})
-	b := w.upload(t, docContent(2*DocumentChunkSize, 2), 1<<20, DocumentInput{})
+	a := w.upload(t, documentContent(2*DocumentChunkSize, 1), 1<<20, DocumentInput{})
+	b := w.upload(t, documentContent(2*DocumentChunkSize, 2), 1<<20, DocumentInput{})
 	tid := w.tenant.Tenant.ID
 	move := func(from, to []byte) {
 		t.Helper()
@@ -243,7 +245,7 @@ func TestDocumentTampering(t *testing.T) {
 	if _, err := w.read(t, w.s, b.ID); !errors.Is(err, ErrIntegrity) {
 		t.Errorf("a chunk moved within its document: %v", err)
 	}
-	c := w.upload(t, docContent(2*DocumentChunkSize, 3), 1<<20, DocumentInput{})
+	c := w.upload(t, documentContent(2*DocumentChunkSize, 3), 1<<20, DocumentInput{})
 	if err := w.s.kv.Update(ctx, func(wr Writer) error { return wr.Delete(documentChunkKey(tid, c.ID, 1)) }); err != nil {
 		t.Fatal(err)
 	}
@@ -256,13 +258,13 @@ func TestDocumentTampering(t *testing.T) {
 // aborted (its process died) is removed by the sweep a day later, not
 // before, and cannot be committed after that.
 func TestDocumentAbandonedUploadSwept(t *testing.T) {
-	w := newDocWorld(t)
+	w := newDocumentWorld(t)
 	ctx := context.Background()
 	u, err := w.s.BeginDocument(ctx, w.req, DefaultDocumentMaxBytes)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := u.Write(docContent(3*documentBatchChunks*DocumentChunkSize, 4)); err != nil {
+	if _, err := u.Write(documentContent(3*documentBatchChunks*DocumentChunkSize, 4)); err != nil {
 		t.Fatal(err)
 	}
 	stored := len(w.chunkKeys(t, u.ID()))
@@ -275,9 +277,7 @@ func TestDocumentAbandonedUploadSwept(t *testing.T) {
 	if n := len(w.chunkKeys(t, u.ID())); n != stored {
 		t.Errorf("a fresh upload lost chunks to the sweep: %d of %d left", n, stored)
 	}
-	w.clock.mu.Lock()
-	w.clock.t = w.clock.t.Add(documentUploadAbandoned + time.Minute)
-	w.clock.mu.Unlock()
+	w.clock.Advance(documentUploadAbandoned + time.Minute)
 	if err := w.s.Sweep(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -295,9 +295,9 @@ func TestDocumentAbandonedUploadSwept(t *testing.T) {
 // TestDocumentDataKeyRotation: a data key rotation re-seals every chunk
 // and record of a document, which reads back the same.
 func TestDocumentDataKeyRotation(t *testing.T) {
-	w := newDocWorld(t)
+	w := newDocumentWorld(t)
 	ctx := context.Background()
-	content := docContent(3*documentBatchChunks*DocumentChunkSize+100, 5)
+	content := documentContent(3*documentBatchChunks*DocumentChunkSize+100, 5)
 	doc := w.upload(t, content, 1<<20, DocumentInput{ContentType: "image/png"})
 	if _, err := w.s.CreateClientKey(ctx, w.tenant.Tenant.ID, "actor", ClientKeyInput{}); err != nil {
 		t.Fatal(err)
@@ -319,17 +319,17 @@ func TestDocumentDataKeyRotation(t *testing.T) {
 // TestDocumentBackupRestore: documents and client keys are in a backup,
 // and read back from the restored store.
 func TestDocumentBackupRestore(t *testing.T) {
-	w := newDocWorld(t)
+	w := newDocumentWorld(t)
 	ctx := context.Background()
-	content := docContent(2*documentBatchChunks*DocumentChunkSize+7, 6)
+	content := documentContent(2*documentBatchChunks*DocumentChunkSize+7, 6)
 	doc := w.upload(t, content, 1<<20, DocumentInput{Metadata: map[string]string{"kind": "id-scan"}, ContentType: "image/jpeg"})
 	key, err := w.s.CreateClientKey(ctx, w.tenant.Tenant.ID, "actor", ClientKeyInput{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	data := bkBackup(t, w.s)
+	data := backupBytes(t, w.s)
 	dir := filepath.Join(t.TempDir(), "restored")
-	if _, err := bkRestore(t, data, dir, testMasterKey); err != nil {
+	if _, err := restoreBytes(t, data, dir, testMasterKey); err != nil {
 		t.Fatal(err)
 	}
 	restored := openTestStore(t, Options{Dir: dir, Now: w.clock.Now})
@@ -346,7 +346,7 @@ func TestDocumentBackupRestore(t *testing.T) {
 	}
 }
 
-// patternReader yields n bytes of docContent's pattern without holding
+// patternReader yields n bytes of documentContent's pattern without holding
 // them, so a large upload's source takes no memory.
 type patternReader struct{ off, n int }
 
@@ -368,7 +368,7 @@ func (p *patternReader) Read(b []byte) (int, error) {
 // chunks, and the live heap never growing by anything near the
 // document's size.
 func TestDocumentStreamsInBoundedMemory(t *testing.T) {
-	w := newDocWorld(t)
+	w := newDocumentWorld(t)
 	ctx := context.Background()
 	const size = 24 << 20
 	heap := func() uint64 {
@@ -441,9 +441,9 @@ func TestDocumentStreamsInBoundedMemory(t *testing.T) {
 // destroying the old key version, while an upload is under way leaves no
 // chunk sealed under the destroyed version: the document reads back.
 func TestDocumentUploadAcrossRotation(t *testing.T) {
-	w := newDocWorld(t)
+	w := newDocumentWorld(t)
 	ctx := context.Background()
-	content := docContent(5*documentBatchChunks*DocumentChunkSize/2, 7) // two batches written, half a batch held
+	content := documentContent(5*documentBatchChunks*DocumentChunkSize/2, 7) // two batches written, half a batch held
 	u, err := w.s.BeginDocument(ctx, w.req, DefaultDocumentMaxBytes)
 	if err != nil {
 		t.Fatal(err)

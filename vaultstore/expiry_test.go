@@ -209,14 +209,14 @@ func TestExpiresAtFormat(t *testing.T) {
 
 // An unreadable entry in the expiry queue does not stop the purge.
 func TestSweepSkipsUnreadableExpiryEntry(t *testing.T) {
-	w := newTWWorld(t, nil)
+	w := newTokenWorld(t, nil)
 	if err := w.s.kv.Update(w.ctx, func(wr Writer) error {
 		return wr.Put(append(expiryPrefix(), []byte("-garbage/x/y")...), []byte("token"), 0)
 	}); err != nil {
 		t.Fatal(err)
 	}
 	tok := w.mustCreate("admin", TokenInput{Type: "token", Data: "short-lived", ExpiresAt: w.expiresIn(time.Minute)})
-	twAdvance(w.clock, 2*time.Minute)
+	w.clock.Advance(2 * time.Minute)
 	if err := w.s.Sweep(w.ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -8,12 +8,13 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/tokenvault/tokenvault/internal/testclock"
 )
 
 // hostnameWorld is a store with two tenants: A with proxies p1 and p2, B with q1.
 type hostnameWorld struct {
 	s      *Store
-	clock  *fakeClock
+	clock  *testclock.Clock
 	a, b   *CreatedTenant
 	p1, p2 *Proxy
 	q1     *Proxy
@@ -25,9 +26,9 @@ func newHostnameWorld(tb testing.TB) *hostnameWorld {
 	w := &hostnameWorld{s: s, clock: clock}
 	w.a = mustCreateTenant(tb, s, "A", TenantTest)
 	w.b = mustCreateTenant(tb, s, "B", TenantTest)
-	w.p1 = mustCreateProxy(tb, s, w.a.Tenant.ID, pxInput("p1"))
-	w.p2 = mustCreateProxy(tb, s, w.a.Tenant.ID, pxInput("p2"))
-	w.q1 = mustCreateProxy(tb, s, w.b.Tenant.ID, pxInput("q1"))
+	w.p1 = mustCreateProxy(tb, s, w.a.Tenant.ID, proxyInput("p1"))
+	w.p2 = mustCreateProxy(tb, s, w.a.Tenant.ID, proxyInput("p2"))
+	w.q1 = mustCreateProxy(tb, s, w.b.Tenant.ID, proxyInput("q1"))
 	return w
 }
 
@@ -40,8 +41,8 @@ func (w *hostnameWorld) mustRegister(tb testing.TB, tenantID, proxyID, name stri
 	return h
 }
 
-// hnNames returns the names of hostnames.
-func hnNames(hs []*Hostname) []string {
+// hostnameNames returns the names of hostnames.
+func hostnameNames(hs []*Hostname) []string {
 	out := []string{}
 	for _, h := range hs {
 		out = append(out, h.Hostname)
@@ -49,15 +50,15 @@ func hnNames(hs []*Hostname) []string {
 	return out
 }
 
-// hnRaw lists the KV entries of a hostname: its global entry and every
+// rawHostnames lists the KV entries of a hostname: its global entry and every
 // tenant-side entry.
-func hnRaw(tb testing.TB, s *Store, tenantID, name string) []string {
+func rawHostnames(tb testing.TB, s *Store, tenantID, name string) []string {
 	tb.Helper()
 	return append(kvKeys(tb, s, string(hostnameKey(name))), kvKeys(tb, s, string(tenantHostnameKey(tenantID, name)))...)
 }
 
 // A name of exactly n characters made of valid labels.
-func hnNameOfLength(n int) string {
+func hostnameOfLength(n int) string {
 	var labels []string
 	for n > 0 {
 		l := min(63, n)
@@ -77,9 +78,9 @@ func TestRegisterHostnameValidation(t *testing.T) {
 	ctx := context.Background()
 	w := newHostnameWorld(t)
 	tid := w.a.Tenant.ID
-	auditBefore := len(auAll(t, w.s, tid))
-	if n := len(hnNameOfLength(253)); n != 253 {
-		t.Fatalf("hnNameOfLength(253) has %d characters", n)
+	auditBefore := len(allAuditRecords(t, w.s, tid))
+	if n := len(hostnameOfLength(253)); n != 253 {
+		t.Fatalf("hostnameOfLength(253) has %d characters", n)
 	}
 	for _, tc := range []struct {
 		name, host string
@@ -101,7 +102,7 @@ func TestRegisterHostnameValidation(t *testing.T) {
 		{"label starting with a hyphen", "-pay.example.com"},
 		{"label ending with a hyphen", "pay-.example.com"},
 		{"64 character label", strings.Repeat("a", 64) + ".example.com"},
-		{"254 characters", hnNameOfLength(254)},
+		{"254 characters", hostnameOfLength(254)},
 		{"non-ASCII", "zahlung.bücher.de"},
 		{"numeric top-level label", "pay.example.123"},
 	} {
@@ -110,7 +111,7 @@ func TestRegisterHostnameValidation(t *testing.T) {
 			if h != nil {
 				t.Errorf("RegisterHostname returned %+v with the error", h)
 			}
-			v := pxWantFields(t, err, "hostname")
+			v := wantFieldErrors(t, err, "hostname")
 			if msg := strings.Join(v.Fields["hostname"], ";"); tc.host != "" && strings.Contains(msg, tc.host) {
 				t.Errorf("message quotes the input: %q", msg)
 			}
@@ -135,12 +136,12 @@ func TestRegisterHostnameValidation(t *testing.T) {
 			if h != nil {
 				t.Errorf("RegisterHostname returned %+v with the error", h)
 			}
-			pxWantFields(t, err, "proxy_id")
+			wantFieldErrors(t, err, "proxy_id")
 		})
 	}
 	// nothing was written
 	if hs, err := w.s.ListHostnames(ctx, tid); err != nil || len(hs) != 0 {
-		t.Errorf("ListHostnames after refused registrations = %v, %v; want empty", hnNames(hs), err)
+		t.Errorf("ListHostnames after refused registrations = %v, %v; want empty", hostnameNames(hs), err)
 	}
 	if left := kvKeys(t, w.s, "v1/hostname/"); len(left) != 0 {
 		t.Errorf("hostname entries written by refused registrations: %v", left)
@@ -148,7 +149,7 @@ func TestRegisterHostnameValidation(t *testing.T) {
 	if left := kvKeys(t, w.s, string(tenantHostnamePrefix(w.b.Tenant.ID))); len(left) != 0 {
 		t.Errorf("entries written in tenant B: %v", left)
 	}
-	if n := len(auAll(t, w.s, tid)); n != auditBefore {
+	if n := len(allAuditRecords(t, w.s, tid)); n != auditBefore {
 		t.Errorf("refused registrations wrote %d audit records", n-auditBefore)
 	}
 }
@@ -163,7 +164,7 @@ func TestRegisterHostnameAccepted(t *testing.T) {
 		{"plain", "pay.example.com", "pay.example.com"},
 		{"upper case", "Checkout.EXAMPLE.Org", "checkout.example.org"},
 		{"digits and hyphens", "pay-1.x2.example.io", "pay-1.x2.example.io"},
-		{"253 characters", hnNameOfLength(253), hnNameOfLength(253)},
+		{"253 characters", hostnameOfLength(253), hostnameOfLength(253)},
 		{"63 character label", strings.Repeat("z", 63) + ".example.com", strings.Repeat("z", 63) + ".example.com"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -218,11 +219,11 @@ func TestRegisterHostnameIdempotentAndConflicts(t *testing.T) {
 	if err != nil || !sameJSON(t, got, orig) {
 		t.Errorf("after conflicts LookupHostname = %+v, %v; want %+v", got, err, orig)
 	}
-	if hs, err := w.s.ListHostnames(ctx, a); err != nil || !slices.Equal(hnNames(hs), []string{"pay.example.com"}) {
-		t.Errorf("ListHostnames(A) = %v, %v", hnNames(hs), err)
+	if hs, err := w.s.ListHostnames(ctx, a); err != nil || !slices.Equal(hostnameNames(hs), []string{"pay.example.com"}) {
+		t.Errorf("ListHostnames(A) = %v, %v", hostnameNames(hs), err)
 	}
 	if hs, err := w.s.ListHostnames(ctx, b); err != nil || len(hs) != 0 {
-		t.Errorf("ListHostnames(B) = %v, %v; want empty", hnNames(hs), err)
+		t.Errorf("ListHostnames(B) = %v, %v; want empty", hostnameNames(hs), err)
 	}
 	// a proxy may have several hostnames
 	w.mustRegister(t, a, w.p1.ID, "pay.example.net")
@@ -258,7 +259,7 @@ func TestListHostnamesSortedPerTenant(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"alpha.example.com", "beta.example.com", "mid.example.org", "zeta.example.com"}
-	if got := hnNames(hs); !slices.Equal(got, want) {
+	if got := hostnameNames(hs); !slices.Equal(got, want) {
 		t.Errorf("ListHostnames(A) = %v, want %v", got, want)
 	}
 	wantProxy := map[string]string{"alpha.example.com": w.p2.ID, "beta.example.com": w.p2.ID, "mid.example.org": w.p1.ID, "zeta.example.com": w.p1.ID}
@@ -268,8 +269,8 @@ func TestListHostnamesSortedPerTenant(t *testing.T) {
 		}
 	}
 	hs, err = w.s.ListHostnames(ctx, b)
-	if err != nil || !slices.Equal(hnNames(hs), []string{"b-only.example.com"}) {
-		t.Errorf("ListHostnames(B) = %v, %v", hnNames(hs), err)
+	if err != nil || !slices.Equal(hostnameNames(hs), []string{"b-only.example.com"}) {
+		t.Errorf("ListHostnames(B) = %v, %v", hostnameNames(hs), err)
 	}
 	if _, err := w.s.ListHostnames(ctx, uuid.NewString()); !errors.Is(err, ErrNotFound) {
 		t.Errorf("ListHostnames of an unknown tenant error = %v, want ErrNotFound", err)
@@ -304,14 +305,14 @@ func TestDeleteHostname(t *testing.T) {
 	if h, err := w.s.LookupHostname(ctx, "pay.example.com"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("LookupHostname after delete = %+v, %v; want ErrNotFound", h, err)
 	}
-	if left := hnRaw(t, w.s, a, "pay.example.com"); len(left) != 0 {
+	if left := rawHostnames(t, w.s, a, "pay.example.com"); len(left) != 0 {
 		t.Errorf("entries left after DeleteHostname: %v", left)
 	}
 	if err := w.s.DeleteHostname(ctx, a, "pay.example.com"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("second DeleteHostname error = %v, want ErrNotFound", err)
 	}
-	if hs, err := w.s.ListHostnames(ctx, a); err != nil || !slices.Equal(hnNames(hs), []string{"keep.example.com"}) {
-		t.Errorf("ListHostnames(A) = %v, %v", hnNames(hs), err)
+	if hs, err := w.s.ListHostnames(ctx, a); err != nil || !slices.Equal(hostnameNames(hs), []string{"keep.example.com"}) {
+		t.Errorf("ListHostnames(A) = %v, %v", hostnameNames(hs), err)
 	}
 	if got, err := w.s.LookupHostname(ctx, "keep.example.com"); err != nil || !sameJSON(t, got, keep) {
 		t.Errorf("the other hostname: %+v, %v", got, err)
@@ -338,12 +339,12 @@ func TestDeleteProxyRemovesItsHostnames(t *testing.T) {
 		if h, err := w.s.LookupHostname(ctx, name); !errors.Is(err, ErrNotFound) {
 			t.Errorf("LookupHostname(%s) after DeleteProxy = %+v, %v; want ErrNotFound", name, h, err)
 		}
-		if left := hnRaw(t, w.s, a, name); len(left) != 0 {
+		if left := rawHostnames(t, w.s, a, name); len(left) != 0 {
 			t.Errorf("entries left for %s: %v", name, left)
 		}
 	}
-	if hs, err := w.s.ListHostnames(ctx, a); err != nil || !slices.Equal(hnNames(hs), []string{"other.example.com"}) {
-		t.Errorf("ListHostnames(A) = %v, %v", hnNames(hs), err)
+	if hs, err := w.s.ListHostnames(ctx, a); err != nil || !slices.Equal(hostnameNames(hs), []string{"other.example.com"}) {
+		t.Errorf("ListHostnames(A) = %v, %v", hostnameNames(hs), err)
 	}
 	for _, h := range []*Hostname{other, theirs} {
 		if got, err := w.s.LookupHostname(ctx, h.Hostname); err != nil || !sameJSON(t, got, h) {
@@ -354,7 +355,7 @@ func TestDeleteProxyRemovesItsHostnames(t *testing.T) {
 	if _, err := w.s.RegisterHostname(ctx, a, w.p1.ID, "one.example.com"); err == nil {
 		t.Error("registered a hostname for a deleted proxy")
 	} else {
-		pxWantFields(t, err, "proxy_id")
+		wantFieldErrors(t, err, "proxy_id")
 	}
 }
 
@@ -375,7 +376,7 @@ func TestDeleteTenantRemovesHostnames(t *testing.T) {
 		if h, err := w.s.LookupHostname(ctx, name); !errors.Is(err, ErrNotFound) {
 			t.Errorf("LookupHostname(%s) after DeleteTenant = %+v, %v; want ErrNotFound", name, h, err)
 		}
-		if left := hnRaw(t, w.s, a, name); len(left) != 0 {
+		if left := rawHostnames(t, w.s, a, name); len(left) != 0 {
 			t.Errorf("entries left for %s: %v", name, left)
 		}
 	}
@@ -416,7 +417,7 @@ func TestHostnameNonASCIINotFoldedToASCII(t *testing.T) {
 			if err == nil {
 				t.Errorf("RegisterHostname accepted a non-ASCII name and registered %q", h.Hostname)
 			} else {
-				pxWantFields(t, err, "hostname")
+				wantFieldErrors(t, err, "hostname")
 			}
 		})
 		t.Run(tc.name+" lookup", func(t *testing.T) {

@@ -13,16 +13,16 @@ func TestHiddenNumberOf(t *testing.T) {
 		ok        bool
 		hidden    string
 	}{
-		{"16 digits: BIN of 8", "card", twCard(twVisa2, ""), true, twVisa2[8:12]},
-		{"19 digits: BIN of 8", "card", twCard(twLuhn("6011", 1234, 19), ""), true, twLuhn("6011", 1234, 19)[8:15]},
-		{"15 digits: BIN of 6", "card", twCard(twAmex, ""), true, twAmex[6:11]},
-		{"13 digits: BIN of 6", "card", twCard(twLuhn("401288", 888, 13), ""), true, twLuhn("401288", 888, 13)[6:9]},
-		{"bank: all but the last four", "bank", twBank(twRouting, twAccount), true, twAccount[:len(twAccount)-4]},
-		{"bank: five digits", "bank", twBank(twRouting, "12345"), true, "1"},
-		{"bank: four digits, nothing hidden", "bank", twBank(twRouting, "1234"), false, ""},
-		{"generic token", "token", map[string]any{"number": twVisa}, false, ""},
+		{"16 digits: BIN of 8", "card", cardData(testVisa2, ""), true, testVisa2[8:12]},
+		{"19 digits: BIN of 8", "card", cardData(luhnNumber("6011", 1234, 19), ""), true, luhnNumber("6011", 1234, 19)[8:15]},
+		{"15 digits: BIN of 6", "card", cardData(testAmex, ""), true, testAmex[6:11]},
+		{"13 digits: BIN of 6", "card", cardData(luhnNumber("401288", 888, 13), ""), true, luhnNumber("401288", 888, 13)[6:9]},
+		{"bank: all but the last four", "bank", bankData(testRouting, testAccount), true, testAccount[:len(testAccount)-4]},
+		{"bank: five digits", "bank", bankData(testRouting, "12345"), true, "1"},
+		{"bank: four digits, nothing hidden", "bank", bankData(testRouting, "1234"), false, ""},
+		{"generic token", "token", map[string]any{"number": testVisa}, false, ""},
 		{"card without number", "card", map[string]any{}, false, ""},
-		{"card data not an object", "card", twVisa, false, ""},
+		{"card data not an object", "card", testVisa, false, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -41,13 +41,13 @@ func TestDigitRunsAndLuhnRuns(t *testing.T) {
 		luhn bool
 	}{
 		{"abc", nil, false},
-		{"4242 4242-4242 4242", []string{twVisa}, true},
+		{"4242 4242-4242 4242", []string{testVisa}, true},
 		{"4242  4242 4242 4242", []string{"4242", "424242424242"}, false},
-		{"x" + twVisa2 + "y", []string{twVisa2}, true},
-		{"４２４２４２４２４２４２４２４２", []string{twVisa}, true},
+		{"x" + testVisa2 + "y", []string{testVisa2}, true},
+		{"４２４２４２４２４２４２４２４２", []string{testVisa}, true},
 		{"order-2024-000123", []string{"2024000123"}, false},
-		{twBadLuhn, []string{twBadLuhn}, false},
-		{"1" + twVisa2 + "1234", []string{"1" + twVisa2 + "1234"}, false}, // 21 digits: not a card number
+		{testBadLuhn, []string{testBadLuhn}, false},
+		{"1" + testVisa2 + "1234", []string{"1" + testVisa2 + "1234"}, false}, // 21 digits: not a card number
 		{"-12 34-", []string{"1234"}, false},
 	}
 	for _, tc := range tests {
@@ -64,7 +64,7 @@ func TestDigitRunsAndLuhnRuns(t *testing.T) {
 // filters pass every time, and never give an id that shows a card number,
 // although one draw in ten of a 16-digit alias passes the Luhn check.
 func TestGuardedIDsNeverFailAtRandom(t *testing.T) {
-	card := twCard(twCapCard, "")
+	card := cardData(capCard, "")
 	tests := []struct{ typ, src string }{
 		{"card", "{{ data.number | alias_preserve_format: 0, 4 }}"},
 		{"card", "{{ data.number | alias_preserve_format: 8, 4 }}"},
@@ -77,7 +77,7 @@ func TestGuardedIDsNeverFailAtRandom(t *testing.T) {
 	for _, tc := range tests {
 		data := card
 		if tc.typ == "bank" {
-			data = twBank(twRouting, "98765432")
+			data = bankData(testRouting, "98765432")
 		}
 		h, _ := hiddenNumberOf(tc.typ, data)
 		for i := range 2000 {
@@ -101,27 +101,27 @@ func TestGuardedIDKeepsHiddenDigitsOut(t *testing.T) {
 		{"bank", "{{ data.account_number | alias_preserve_format: 2, 2 }}"},
 	}
 	for _, tc := range tests {
-		data := twCard(twCapCard, "")
+		data := cardData(capCard, "")
 		if tc.typ == "bank" {
-			data = twBank(twRouting, "98765432")
+			data = bankData(testRouting, "98765432")
 		}
 		_, err := evaluateTokenID(tc.typ, tc.src, data)
-		twWantField(t, err, "id", tc.src)
+		wantFieldProblem(t, err, "id", tc.src)
 	}
 }
 
 // TestGuardedIDRefusalIsQuick: an id expression that fails the same way
 // twice is not drawn again.
 func TestGuardedIDRefusalIsQuick(t *testing.T) {
-	data := twCard(twVisa2, "")
-	_, err := evaluateTokenID("card", "{{ 'x' }}"+twVisa, data)
-	twWantField(t, err, "id", "a Luhn-valid run written in the expression")
+	data := cardData(testVisa2, "")
+	_, err := evaluateTokenID("card", "{{ 'x' }}"+testVisa, data)
+	wantFieldProblem(t, err, "id", "a Luhn-valid run written in the expression")
 }
 
 // TestMaskGuardProbesDoNotFlagSafeMasks: the guard never refuses a mask
 // that shows only what is allowed, however often it runs.
 func TestMaskGuardProbesDoNotFlagSafeMasks(t *testing.T) {
-	data := twCard(twCapYear, "")
+	data := cardData(capYear, "")
 	masks := []any{
 		"{{ data.number | reveal: 8, 4 }}",
 		map[string]any{"n": "{{ data.number | alias_preserve_format: 8, 4 }}", "m": "{{ data.number | alias_preserve_length: 0, 4 }}", "y": "{{ data.expiration_year }}"},
@@ -139,11 +139,11 @@ func TestMaskGuardProbesDoNotFlagSafeMasks(t *testing.T) {
 // A mask never shows the CVC, and a mask that fails on a token's data
 // hides that token's data instead of failing the read.
 func TestMaskNeverSeesCVC(t *testing.T) {
-	w := newTWWorld(t, nil)
-	showsCVC := w.mustCreate("admin", TokenInput{Type: "card", Data: twCard(twVisa, "9173"),
+	w := newTokenWorld(t, nil)
+	showsCVC := w.mustCreate("admin", TokenInput{Type: "card", Data: cardData(testVisa, "9173"),
 		Mask: map[string]any{"c": "{{ data.cvc }}", "n": "{{ data.number | last4 }}"}})
 	got := w.mustGet("masker", showsCVC.ID)
-	if raw := twJSON(t, got.Data); strings.Contains(raw, "9173") {
+	if raw := encodeJSON(t, got.Data); strings.Contains(raw, "9173") {
 		t.Fatalf("a masked read shows the cvc: %s", raw)
 	}
 	failing := w.mustCreate("admin", TokenInput{Type: "token", Data: map[string]any{"a": "x", "b": "y"},

@@ -11,9 +11,9 @@ import (
 // permission, the container when access rules decided, and nothing of the
 // token's data.
 func TestPermissionErrorNamesWhatIsMissing(t *testing.T) {
-	w := newTWWorld(t, nil)
-	card := w.mustCreate("admin", TokenInput{ID: "pe-card", Type: "card", Data: twCard(twVisa, twCVC)})
-	text := w.mustCreate("admin", TokenInput{ID: "pe-text", Type: "token", Data: twSecret("pe-secret-text")})
+	w := newTokenWorld(t, nil)
+	card := w.mustCreate("admin", TokenInput{ID: "pe-card", Type: "card", Data: cardData(testVisa, testCVC)})
+	text := w.mustCreate("admin", TokenInput{ID: "pe-text", Type: "token", Data: asSecret("pe-secret-text")})
 	detok := func(app, perm, id string) error {
 		_, _, err := w.s.Detokenize(w.ctx, w.req(app), DetokenizeOptions{Permission: perm, Limit: 10}, map[string]any{"n": "{{ " + id + " }}"})
 		return err
@@ -69,7 +69,7 @@ func TestPermissionErrorNamesWhatIsMissing(t *testing.T) {
 			if pe.Error() != tc.msg {
 				t.Errorf("message %q, want %q", pe.Error(), tc.msg)
 			}
-			for _, secret := range []string{twVisa, twCVC, "pe-secret-text"} {
+			for _, secret := range []string{testVisa, testCVC, "pe-secret-text"} {
 				if strings.Contains(err.Error(), secret) {
 					t.Errorf("the error shows token data: %v", err)
 				}

@@ -12,12 +12,12 @@ import (
 	"github.com/google/uuid"
 )
 
-// pxDest is the destination of the proxies the tests create.
-const pxDest = "https://api.example.com/pay"
+// proxyDest is the destination of the proxies the tests create.
+const proxyDest = "https://api.example.com/pay"
 
-// pxInput is a minimal valid proxy input.
-func pxInput(name string) ProxyInput {
-	return ProxyInput{Name: name, DestinationURL: pxDest}
+// proxyInput is a minimal valid proxy input.
+func proxyInput(name string) ProxyInput {
+	return ProxyInput{Name: name, DestinationURL: proxyDest}
 }
 
 func mustCreateProxy(tb testing.TB, s *Store, tenantID string, in ProxyInput) *Proxy {
@@ -29,37 +29,8 @@ func mustCreateProxy(tb testing.TB, s *Store, tenantID string, in ProxyInput) *P
 	return p
 }
 
-// pxWantFields fails unless err is a ValidationError on exactly want.
-func pxWantFields(tb testing.TB, err error, want ...string) *ValidationError {
-	tb.Helper()
-	if err == nil {
-		tb.Fatalf("no error, want a ValidationError on %v", want)
-	}
-	got := validationFields(tb, err)
-	slices.Sort(want)
-	if !slices.Equal(got, want) {
-		tb.Fatalf("ValidationError fields = %v, want %v (%v)", got, want, err)
-	}
-	var v *ValidationError
-	errors.As(err, &v)
-	return v
-}
-
-// pxPatch decodes a JSON merge patch as the HTTP edge does (numbers as
-// json.Number).
-func pxPatch(tb testing.TB, s string) map[string]any {
-	tb.Helper()
-	d := json.NewDecoder(strings.NewReader(s))
-	d.UseNumber()
-	var m map[string]any
-	if err := d.Decode(&m); err != nil {
-		tb.Fatalf("decoding patch %s: %v", s, err)
-	}
-	return m
-}
-
-// pxIndexKeys lists the proxy key index entries of a proxy key.
-func pxIndexKeys(tb testing.TB, s *Store, key string) []string {
+// proxyIndexKeys lists the proxy key index entries of a proxy key.
+func proxyIndexKeys(tb testing.TB, s *Store, key string) []string {
 	tb.Helper()
 	return kvKeys(tb, s, string(proxyKeyIndexKey(keyDigest(key))))
 }
@@ -69,7 +40,7 @@ func TestCreateProxyValidation(t *testing.T) {
 	s, _ := newTestStore(t)
 	ct := mustCreateTenant(t, s, "T", TenantTest)
 	tid := ct.Tenant.ID
-	auditBefore := len(auAll(t, s, tid))
+	auditBefore := len(allAuditRecords(t, s, tid))
 	code := func(c string) *ProxyTransform { return &ProxyTransform{Code: c} }
 	for _, tc := range []struct {
 		name   string
@@ -77,27 +48,27 @@ func TestCreateProxyValidation(t *testing.T) {
 		fields []string
 		msg    string // a substring of the message of fields[0]
 	}{
-		{"empty name", ProxyInput{DestinationURL: pxDest}, []string{"name"}, "required"},
-		{"201 character name", ProxyInput{Name: strings.Repeat("n", 201), DestinationURL: pxDest}, []string{"name"}, "200"},
-		{"201 multibyte name", ProxyInput{Name: strings.Repeat("ß", 201), DestinationURL: pxDest}, []string{"name"}, "200"},
+		{"empty name", ProxyInput{DestinationURL: proxyDest}, []string{"name"}, "required"},
+		{"201 character name", ProxyInput{Name: strings.Repeat("n", 201), DestinationURL: proxyDest}, []string{"name"}, "200"},
+		{"201 multibyte name", ProxyInput{Name: strings.Repeat("ß", 201), DestinationURL: proxyDest}, []string{"name"}, "200"},
 		{"no destination_url", ProxyInput{Name: "p"}, []string{"destination_url"}, "required"},
-		{"request_reactor_id", ProxyInput{Name: "p", DestinationURL: pxDest, RequestReactorID: json.RawMessage(`"` + uuid.NewString() + `"`)},
+		{"request_reactor_id", ProxyInput{Name: "p", DestinationURL: proxyDest, RequestReactorID: json.RawMessage(`"` + uuid.NewString() + `"`)},
 			[]string{"request_reactor_id"}, "request_transform"},
-		{"response_reactor_id", ProxyInput{Name: "p", DestinationURL: pxDest, ResponseReactorID: json.RawMessage(`"` + uuid.NewString() + `"`)},
+		{"response_reactor_id", ProxyInput{Name: "p", DestinationURL: proxyDest, ResponseReactorID: json.RawMessage(`"` + uuid.NewString() + `"`)},
 			[]string{"response_reactor_id"}, "response_transform"},
-		{"empty request transform code", ProxyInput{Name: "p", DestinationURL: pxDest, RequestTransform: code("")},
+		{"empty request transform code", ProxyInput{Name: "p", DestinationURL: proxyDest, RequestTransform: code("")},
 			[]string{"request_transform.code"}, "required"},
-		{"empty response transform code", ProxyInput{Name: "p", DestinationURL: pxDest, ResponseTransform: code("")},
+		{"empty response transform code", ProxyInput{Name: "p", DestinationURL: proxyDest, ResponseTransform: code("")},
 			[]string{"response_transform.code"}, "required"},
-		{"50001 character code", ProxyInput{Name: "p", DestinationURL: pxDest, RequestTransform: code(strings.Repeat("x", MaxTransformCode+1))},
+		{"50001 character code", ProxyInput{Name: "p", DestinationURL: proxyDest, RequestTransform: code(strings.Repeat("x", MaxTransformCode+1))},
 			[]string{"request_transform.code"}, "50000"},
-		{"50001 multibyte code", ProxyInput{Name: "p", DestinationURL: pxDest, ResponseTransform: code(strings.Repeat("€", MaxTransformCode+1))},
+		{"50001 multibyte code", ProxyInput{Name: "p", DestinationURL: proxyDest, ResponseTransform: code(strings.Repeat("€", MaxTransformCode+1))},
 			[]string{"response_transform.code"}, "50000"},
-		{"application id not a uuid", ProxyInput{Name: "p", DestinationURL: pxDest, Application: &ApplicationRef{ID: "not-a-uuid"}},
+		{"application id not a uuid", ProxyInput{Name: "p", DestinationURL: proxyDest, Application: &ApplicationRef{ID: "not-a-uuid"}},
 			[]string{"application.id"}, "application"},
-		{"empty application id", ProxyInput{Name: "p", DestinationURL: pxDest, Application: &ApplicationRef{}},
+		{"empty application id", ProxyInput{Name: "p", DestinationURL: proxyDest, Application: &ApplicationRef{}},
 			[]string{"application.id"}, "application"},
-		{"unknown application", ProxyInput{Name: "p", DestinationURL: pxDest, Application: &ApplicationRef{ID: uuid.NewString()}},
+		{"unknown application", ProxyInput{Name: "p", DestinationURL: proxyDest, Application: &ApplicationRef{ID: uuid.NewString()}},
 			[]string{"application.id"}, "application"},
 		{"everything at once", ProxyInput{RequestTransform: code(""), RequestReactorID: json.RawMessage(`1`), ResponseReactorID: json.RawMessage(`1`)},
 			[]string{"destination_url", "name", "request_reactor_id", "request_transform.code", "response_reactor_id"}, "required"},
@@ -107,7 +78,7 @@ func TestCreateProxyValidation(t *testing.T) {
 			if p != nil {
 				t.Errorf("CreateProxy returned a proxy with the error: %+v", p)
 			}
-			v := pxWantFields(t, err, tc.fields...)
+			v := wantFieldErrors(t, err, tc.fields...)
 			if msgs := strings.Join(v.Fields[tc.fields[0]], "; "); !strings.Contains(msgs, tc.msg) {
 				t.Errorf("message of %s = %q, want it to mention %q", tc.fields[0], msgs, tc.msg)
 			}
@@ -124,7 +95,7 @@ func TestCreateProxyValidation(t *testing.T) {
 	if left := kvKeys(t, s, string(proxyPrefix(tid))); len(left) != 0 {
 		t.Errorf("proxy records written by refused creates: %v", left)
 	}
-	if n := len(auAll(t, s, tid)); n != auditBefore {
+	if n := len(allAuditRecords(t, s, tid)); n != auditBefore {
 		t.Errorf("refused creates wrote %d audit records", n-auditBefore)
 	}
 }
@@ -138,11 +109,11 @@ func TestCreateProxyLimits(t *testing.T) {
 		name string
 		in   ProxyInput
 	}{
-		{"200 character name", ProxyInput{Name: strings.Repeat("n", 200), DestinationURL: pxDest}},
-		{"200 multibyte name", ProxyInput{Name: strings.Repeat("ß", 200), DestinationURL: pxDest}},
-		{"50000 character code", ProxyInput{Name: "p", DestinationURL: pxDest, RequestTransform: &ProxyTransform{Code: strings.Repeat("x", MaxTransformCode)}}},
+		{"200 character name", ProxyInput{Name: strings.Repeat("n", 200), DestinationURL: proxyDest}},
+		{"200 multibyte name", ProxyInput{Name: strings.Repeat("ß", 200), DestinationURL: proxyDest}},
+		{"50000 character code", ProxyInput{Name: "p", DestinationURL: proxyDest, RequestTransform: &ProxyTransform{Code: strings.Repeat("x", MaxTransformCode)}}},
 		// 150,000 bytes, 50,000 characters
-		{"50000 euro signs", ProxyInput{Name: "p", DestinationURL: pxDest,
+		{"50000 euro signs", ProxyInput{Name: "p", DestinationURL: proxyDest,
 			RequestTransform: &ProxyTransform{Code: strings.Repeat("€", MaxTransformCode)}, ResponseTransform: &ProxyTransform{Code: strings.Repeat("€", MaxTransformCode)}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -187,11 +158,11 @@ func TestCreateProxyApplication(t *testing.T) {
 		{"upper-case id of an application", strings.ToUpper(private.ID), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			in := pxInput("p")
+			in := proxyInput("p")
 			in.Application = &ApplicationRef{ID: tc.appID}
 			p, err := s.CreateProxy(ctx, a.Tenant.ID, "actor", in, nil)
 			if !tc.ok {
-				pxWantFields(t, err, "application.id")
+				wantFieldErrors(t, err, "application.id")
 				return
 			}
 			if err != nil {
@@ -234,15 +205,15 @@ func TestCreateProxyCheck(t *testing.T) {
 		wantCalls int
 		fields    []string // nil: accepted
 	}{
-		{"check passes", pxInput("ok"), refuse("", ""), 1, nil},
-		{"destination refused", pxInput("p"), refuse("destination_url", "outside the egress policy"), 1, []string{"destination_url"}},
-		{"code refused", ProxyInput{Name: "p", DestinationURL: pxDest, RequestTransform: &ProxyTransform{Code: "x"}},
+		{"check passes", proxyInput("ok"), refuse("", ""), 1, nil},
+		{"destination refused", proxyInput("p"), refuse("destination_url", "outside the egress policy"), 1, []string{"destination_url"}},
+		{"code refused", ProxyInput{Name: "p", DestinationURL: proxyDest, RequestTransform: &ProxyTransform{Code: "x"}},
 			refuse("request_transform.code", "cannot run"), 1, []string{"request_transform.code"}},
-		{"added to the store's own errors", ProxyInput{DestinationURL: pxDest}, refuse("destination_url", "outside the egress policy"), 1,
+		{"added to the store's own errors", ProxyInput{DestinationURL: proxyDest}, refuse("destination_url", "outside the egress policy"), 1,
 			[]string{"destination_url", "name"}},
 		{"not called without destination_url", ProxyInput{Name: "p"}, refuse("destination_url", "outside the egress policy"), 0,
 			[]string{"destination_url"}},
-		{"nil check", pxInput("nil check"), nil, 0, nil},
+		{"nil check", proxyInput("nil check"), nil, 0, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			calls, seen = 0, nil
@@ -270,7 +241,7 @@ func TestCreateProxyCheck(t *testing.T) {
 				}
 				return
 			}
-			v := pxWantFields(t, err, tc.fields...)
+			v := wantFieldErrors(t, err, tc.fields...)
 			if tc.check != nil && tc.wantCalls > 0 && !slices.Contains(v.Fields[tc.fields[0]], "outside the egress policy") && !slices.Contains(v.Fields[tc.fields[0]], "cannot run") {
 				t.Errorf("the check's message is missing: %v", v.Fields)
 			}
@@ -298,7 +269,7 @@ func TestCreateProxyDefaultsAndKey(t *testing.T) {
 		{"require_auth false", boolPtr(false), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			in := pxInput(tc.name)
+			in := proxyInput(tc.name)
 			in.RequireAuth = tc.req
 			p := mustCreateProxy(t, s, tid, in)
 			got, err := s.GetProxy(ctx, tid, p.ID)
@@ -314,7 +285,7 @@ func TestCreateProxyDefaultsAndKey(t *testing.T) {
 	t.Run("every field kept", func(t *testing.T) {
 		now := clock.Peek()
 		in := ProxyInput{
-			Name: "Full", DestinationURL: pxDest,
+			Name: "Full", DestinationURL: proxyDest,
 			RequestTransform:  &ProxyTransform{Code: "module.exports = async (req) => req"},
 			ResponseTransform: &ProxyTransform{Code: "module.exports = async (res) => res"},
 			Application:       &ApplicationRef{ID: app.ID},
@@ -326,27 +297,27 @@ func TestCreateProxyDefaultsAndKey(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := &Proxy{
-			ID: p.ID, Key: p.Key, TenantID: tid, Name: "Full", DestinationURL: pxDest,
+			ID: p.ID, Key: p.Key, TenantID: tid, Name: "Full", DestinationURL: proxyDest,
 			RequestTransform: in.RequestTransform, ResponseTransform: in.ResponseTransform,
 			ApplicationID: app.ID, Configuration: map[string]string{"a": "1", "b": "2"}, RequireAuth: false,
 			CreatedBy: "actor-9", CreatedAt: p.CreatedAt,
 		}
 		if !sameJSON(t, p, want) {
-			t.Errorf("CreateProxy = %s, want %s", twJSON(t, p), twJSON(t, want))
+			t.Errorf("CreateProxy = %s, want %s", encodeJSON(t, p), encodeJSON(t, want))
 		}
 		if !isID(p.ID) || p.CreatedAt == nil || p.CreatedAt.Before(now) || p.ModifiedAt != nil || p.ModifiedBy != "" {
 			t.Errorf("id %q, created %v (not before %v), modified %q %v", p.ID, p.CreatedAt, now, p.ModifiedBy, p.ModifiedAt)
 		}
 		got, err := s.GetProxy(ctx, tid, p.ID)
 		if err != nil || !sameJSON(t, got, p) {
-			t.Errorf("GetProxy = %s, %v; want %s", twJSON(t, got), err, twJSON(t, p))
+			t.Errorf("GetProxy = %s, %v; want %s", encodeJSON(t, got), err, encodeJSON(t, p))
 		}
 	})
 
 	t.Run("keys", func(t *testing.T) {
 		seen := map[string]bool{}
 		for i := range 20 {
-			p := mustCreateProxy(t, s, tid, pxInput("k"))
+			p := mustCreateProxy(t, s, tid, proxyInput("k"))
 			if len(p.Key) != keyPayloadLen {
 				t.Errorf("key %d has %d characters, want %d", i, len(p.Key), keyPayloadLen)
 			}
@@ -378,7 +349,7 @@ func TestCreateProxyDefaultsAndKey(t *testing.T) {
 	})
 
 	t.Run("the key is sealed", func(t *testing.T) {
-		p := mustCreateProxy(t, s, tid, pxInput("sealed"))
+		p := mustCreateProxy(t, s, tid, proxyInput("sealed"))
 		err := s.kv.View(ctx, func(r Reader) error {
 			return r.Scan([]byte(keyVersion), nil, func(k, v []byte) error {
 				if bytes.Contains(k, []byte(p.Key)) || bytes.Contains(v, []byte(p.Key)) {
@@ -401,7 +372,7 @@ func TestCreateProxyUnknownTenant(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, tid := range map[string]string{"unknown": uuid.NewString(), "deleted": ct.Tenant.ID} {
-		if p, err := s.CreateProxy(ctx, tid, "actor", pxInput("p"), nil); !errors.Is(err, ErrNotFound) {
+		if p, err := s.CreateProxy(ctx, tid, "actor", proxyInput("p"), nil); !errors.Is(err, ErrNotFound) {
 			t.Errorf("CreateProxy in a %s tenant = %v, %v; want ErrNotFound", name, p, err)
 		}
 		if _, err := s.ListProxies(ctx, tid); !errors.Is(err, ErrNotFound) {
@@ -420,9 +391,9 @@ func TestProxyTenantIsolationAndOrder(t *testing.T) {
 	b := mustCreateTenant(t, s, "B", TenantTest).Tenant.ID
 	var created []string
 	for _, name := range []string{"first", "second", "third", "fourth", "fifth", "sixth"} {
-		created = append(created, mustCreateProxy(t, s, a, pxInput(name)).ID)
+		created = append(created, mustCreateProxy(t, s, a, proxyInput(name)).ID)
 	}
-	theirs := mustCreateProxy(t, s, b, pxInput("B's"))
+	theirs := mustCreateProxy(t, s, b, proxyInput("B's"))
 
 	list, err := s.ListProxies(ctx, a)
 	if err != nil {
@@ -443,7 +414,7 @@ func TestProxyTenantIsolationAndOrder(t *testing.T) {
 		if p, err := s.GetProxy(ctx, b, id); !errors.Is(err, ErrNotFound) {
 			t.Errorf("tenant B got A's proxy: %+v, %v", p, err)
 		}
-		if _, err := s.UpdateProxy(ctx, b, id, "x", pxInput("hijack"), nil); !errors.Is(err, ErrNotFound) {
+		if _, err := s.UpdateProxy(ctx, b, id, "x", proxyInput("hijack"), nil); !errors.Is(err, ErrNotFound) {
 			t.Errorf("tenant B updated A's proxy: %v", err)
 		}
 		if _, err := s.PatchProxy(ctx, b, id, "x", map[string]any{"name": "hijack"}, nil); !errors.Is(err, ErrNotFound) {
@@ -474,7 +445,7 @@ func TestProxyNonUUIDIDs(t *testing.T) {
 	ctx := context.Background()
 	s, _ := newTestStore(t)
 	tid := mustCreateTenant(t, s, "T", TenantTest).Tenant.ID
-	p := mustCreateProxy(t, s, tid, pxInput("p"))
+	p := mustCreateProxy(t, s, tid, proxyInput("p"))
 	for _, id := range []string{
 		"",
 		"x",
@@ -492,7 +463,7 @@ func TestProxyNonUUIDIDs(t *testing.T) {
 		t.Run(id, func(t *testing.T) {
 			checks := map[string]error{}
 			_, checks["GetProxy"] = s.GetProxy(ctx, tid, id)
-			_, checks["UpdateProxy"] = s.UpdateProxy(ctx, tid, id, "a", pxInput("n"), nil)
+			_, checks["UpdateProxy"] = s.UpdateProxy(ctx, tid, id, "a", proxyInput("n"), nil)
 			_, checks["PatchProxy"] = s.PatchProxy(ctx, tid, id, "a", map[string]any{"name": "n"}, nil)
 			checks["DeleteProxy"] = s.DeleteProxy(ctx, tid, id, "actor")
 			for op, err := range checks {
@@ -507,11 +478,11 @@ func TestProxyNonUUIDIDs(t *testing.T) {
 	}
 }
 
-// pxFull creates a proxy with every setting given.
-func pxFull(tb testing.TB, s *Store, tenantID, appID string) *Proxy {
+// fullProxy creates a proxy with every setting given.
+func fullProxy(tb testing.TB, s *Store, tenantID, appID string) *Proxy {
 	tb.Helper()
 	p, err := s.CreateProxy(context.Background(), tenantID, "creator", ProxyInput{
-		Name: "Checkout", DestinationURL: pxDest,
+		Name: "Checkout", DestinationURL: proxyDest,
 		RequestTransform:  &ProxyTransform{Code: "request code"},
 		ResponseTransform: &ProxyTransform{Code: "response code"},
 		Application:       &ApplicationRef{ID: appID},
@@ -553,31 +524,31 @@ func TestUpdateProxy(t *testing.T) {
 			p.RequestTransform, p.ResponseTransform = &ProxyTransform{Code: "new request"}, &ProxyTransform{Code: "new response"}
 			p.ApplicationID, p.Configuration, p.RequireAuth = app2.ID, map[string]string{"c": "3"}, true
 		}, nil},
-		{"require_auth false kept", ProxyInput{Name: "Checkout", DestinationURL: pxDest, RequireAuth: boolPtr(false)}, func(p *Proxy) {
+		{"require_auth false kept", ProxyInput{Name: "Checkout", DestinationURL: proxyDest, RequireAuth: boolPtr(false)}, func(p *Proxy) {
 			p.RequestTransform, p.ResponseTransform, p.ApplicationID, p.Configuration = nil, nil, "", nil
 		}, nil},
-		{"empty name", ProxyInput{DestinationURL: pxDest}, nil, []string{"name"}},
+		{"empty name", ProxyInput{DestinationURL: proxyDest}, nil, []string{"name"}},
 		{"no destination_url", ProxyInput{Name: "x"}, nil, []string{"destination_url"}},
-		{"reactor id", ProxyInput{Name: "x", DestinationURL: pxDest, ResponseReactorID: json.RawMessage(`"r"`)}, nil, []string{"response_reactor_id"}},
-		{"empty code", ProxyInput{Name: "x", DestinationURL: pxDest, RequestTransform: &ProxyTransform{}}, nil, []string{"request_transform.code"}},
-		{"application of another tenant", ProxyInput{Name: "x", DestinationURL: pxDest, Application: &ApplicationRef{ID: theirApp.ID}}, nil, []string{"application.id"}},
-		{"management application", ProxyInput{Name: "x", DestinationURL: pxDest, Application: &ApplicationRef{ID: other.Application.ID}}, nil, []string{"application.id"}},
+		{"reactor id", ProxyInput{Name: "x", DestinationURL: proxyDest, ResponseReactorID: json.RawMessage(`"r"`)}, nil, []string{"response_reactor_id"}},
+		{"empty code", ProxyInput{Name: "x", DestinationURL: proxyDest, RequestTransform: &ProxyTransform{}}, nil, []string{"request_transform.code"}},
+		{"application of another tenant", ProxyInput{Name: "x", DestinationURL: proxyDest, Application: &ApplicationRef{ID: theirApp.ID}}, nil, []string{"application.id"}},
+		{"management application", ProxyInput{Name: "x", DestinationURL: proxyDest, Application: &ApplicationRef{ID: other.Application.ID}}, nil, []string{"application.id"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			orig := pxFull(t, s, tid, app.ID)
+			orig := fullProxy(t, s, tid, app.ID)
 			now := clock.Peek()
-			auditBefore := len(auAll(t, s, tid))
+			auditBefore := len(allAuditRecords(t, s, tid))
 			got, err := s.UpdateProxy(ctx, tid, orig.ID, "updater", tc.in, nil)
 			stored, gerr := s.GetProxy(ctx, tid, orig.ID)
 			if gerr != nil {
 				t.Fatal(gerr)
 			}
 			if tc.fields != nil {
-				pxWantFields(t, err, tc.fields...)
+				wantFieldErrors(t, err, tc.fields...)
 				if !sameJSON(t, stored, orig) {
-					t.Errorf("refused update changed the proxy: %s", twJSON(t, stored))
+					t.Errorf("refused update changed the proxy: %s", encodeJSON(t, stored))
 				}
-				if n := len(auAll(t, s, tid)); n != auditBefore {
+				if n := len(allAuditRecords(t, s, tid)); n != auditBefore {
 					t.Errorf("refused update wrote %d audit records", n-auditBefore)
 				}
 				return
@@ -592,17 +563,17 @@ func TestUpdateProxy(t *testing.T) {
 				t.Errorf("modified_at = %v, want at or after %v", got.ModifiedAt, now)
 			}
 			if !sameJSON(t, got, &want) {
-				t.Errorf("UpdateProxy = %s\nwant %s", twJSON(t, got), twJSON(t, &want))
+				t.Errorf("UpdateProxy = %s\nwant %s", encodeJSON(t, got), encodeJSON(t, &want))
 			}
 			if !sameJSON(t, stored, got) {
-				t.Errorf("GetProxy = %s\nwant %s", twJSON(t, stored), twJSON(t, got))
+				t.Errorf("GetProxy = %s\nwant %s", encodeJSON(t, stored), encodeJSON(t, got))
 			}
 			if got.ID != orig.ID || got.Key != orig.Key || got.CreatedBy != "creator" || !got.CreatedAt.Equal(orig.CreatedAt.Time) {
-				t.Errorf("identity changed: %s", twJSON(t, got))
+				t.Errorf("identity changed: %s", encodeJSON(t, got))
 			}
 			byKey, _, err := s.ProxyByKey(ctx, orig.Key)
 			if err != nil || !sameJSON(t, byKey, got) {
-				t.Errorf("ProxyByKey after update = %s, %v", twJSON(t, byKey), err)
+				t.Errorf("ProxyByKey after update = %s, %v", encodeJSON(t, byKey), err)
 			}
 		})
 	}
@@ -612,18 +583,18 @@ func TestUpdateProxyCheck(t *testing.T) {
 	ctx := context.Background()
 	s, _ := newTestStore(t)
 	tid := mustCreateTenant(t, s, "T", TenantTest).Tenant.ID
-	orig := mustCreateProxy(t, s, tid, pxInput("p"))
+	orig := mustCreateProxy(t, s, tid, proxyInput("p"))
 	refuse := func(in *ProxyInput, v *ValidationError) {
 		if strings.Contains(in.DestinationURL, "internal") {
 			v.Add("destination_url", "outside the egress policy")
 		}
 	}
 	_, err := s.UpdateProxy(ctx, tid, orig.ID, "a", ProxyInput{Name: "p", DestinationURL: "http://internal.local"}, refuse)
-	pxWantFields(t, err, "destination_url")
+	wantFieldErrors(t, err, "destination_url")
 	_, err = s.PatchProxy(ctx, tid, orig.ID, "a", map[string]any{"destination_url": "http://internal.local"}, refuse)
-	pxWantFields(t, err, "destination_url")
+	wantFieldErrors(t, err, "destination_url")
 	if got, err := s.GetProxy(ctx, tid, orig.ID); err != nil || !sameJSON(t, got, orig) {
-		t.Errorf("a refused change was stored: %s, %v", twJSON(t, got), err)
+		t.Errorf("a refused change was stored: %s, %v", encodeJSON(t, got), err)
 	}
 	got, err := s.PatchProxy(ctx, tid, orig.ID, "a", map[string]any{"destination_url": "https://ok.example.com"}, refuse)
 	if err != nil || got.DestinationURL != "https://ok.example.com" {
@@ -661,10 +632,10 @@ func TestPatchProxy(t *testing.T) {
 		{"reactor ids set to null are absent", `{"request_reactor_id": null, "response_reactor_id": null}`, func(p *Proxy) {}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			orig := pxFull(t, s, tid, app.ID)
+			orig := fullProxy(t, s, tid, app.ID)
 			now := clock.Peek()
-			patch := pxPatch(t, tc.patch)
-			before := twJSON(t, patch)
+			patch := patchBody(t, tc.patch)
+			before := encodeJSON(t, patch)
 			got, err := s.PatchProxy(ctx, tid, orig.ID, "patcher", patch, nil)
 			if err != nil {
 				t.Fatalf("PatchProxy: %v", err)
@@ -677,14 +648,14 @@ func TestPatchProxy(t *testing.T) {
 				t.Errorf("modified_at = %v, want at or after %v", got.ModifiedAt, now)
 			}
 			if !sameJSON(t, got, &want) {
-				t.Errorf("PatchProxy = %s\nwant %s", twJSON(t, got), twJSON(t, &want))
+				t.Errorf("PatchProxy = %s\nwant %s", encodeJSON(t, got), encodeJSON(t, &want))
 			}
 			stored, err := s.GetProxy(ctx, tid, orig.ID)
 			if err != nil || !sameJSON(t, stored, got) {
-				t.Errorf("GetProxy = %s, %v\nwant %s", twJSON(t, stored), err, twJSON(t, got))
+				t.Errorf("GetProxy = %s, %v\nwant %s", encodeJSON(t, stored), err, encodeJSON(t, got))
 			}
-			if twJSON(t, patch) != before {
-				t.Errorf("the patch was modified: %s -> %s", before, twJSON(t, patch))
+			if encodeJSON(t, patch) != before {
+				t.Errorf("the patch was modified: %s -> %s", before, encodeJSON(t, patch))
 			}
 		})
 	}
@@ -729,13 +700,13 @@ func TestPatchProxyRefused(t *testing.T) {
 		{"request reactor", `{"request_reactor_id": "` + id + `"}`, []string{"request_reactor_id"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			orig := pxFull(t, s, tid, app.ID)
-			auditBefore := len(auAll(t, s, tid))
-			got, err := s.PatchProxy(ctx, tid, orig.ID, "patcher", pxPatch(t, tc.patch), nil)
+			orig := fullProxy(t, s, tid, app.ID)
+			auditBefore := len(allAuditRecords(t, s, tid))
+			got, err := s.PatchProxy(ctx, tid, orig.ID, "patcher", patchBody(t, tc.patch), nil)
 			if got != nil {
-				t.Errorf("PatchProxy returned a proxy with the error: %s", twJSON(t, got))
+				t.Errorf("PatchProxy returned a proxy with the error: %s", encodeJSON(t, got))
 			}
-			v := pxWantFields(t, err, tc.fields...)
+			v := wantFieldErrors(t, err, tc.fields...)
 			for f, msgs := range v.Fields {
 				for _, m := range msgs {
 					if strings.Contains(m, "nope") || strings.Contains(m, "yes") || strings.Contains(m, "a=1") {
@@ -745,9 +716,9 @@ func TestPatchProxyRefused(t *testing.T) {
 			}
 			stored, err := s.GetProxy(ctx, tid, orig.ID)
 			if err != nil || !sameJSON(t, stored, orig) {
-				t.Errorf("a refused patch changed the proxy: %s, %v", twJSON(t, stored), err)
+				t.Errorf("a refused patch changed the proxy: %s, %v", encodeJSON(t, stored), err)
 			}
-			if n := len(auAll(t, s, tid)); n != auditBefore {
+			if n := len(allAuditRecords(t, s, tid)); n != auditBefore {
 				t.Errorf("a refused patch wrote %d audit records", n-auditBefore)
 			}
 		})
@@ -759,9 +730,9 @@ func TestProxyByKey(t *testing.T) {
 	s, _ := newTestStore(t)
 	a := mustCreateTenant(t, s, "Tenant A", TenantTest)
 	b := mustCreateTenant(t, s, "Tenant B", TenantProduction)
-	pa := mustCreateProxy(t, s, a.Tenant.ID, pxInput("A1"))
-	pa2 := mustCreateProxy(t, s, a.Tenant.ID, pxInput("A2"))
-	pb := mustCreateProxy(t, s, b.Tenant.ID, pxInput("B1"))
+	pa := mustCreateProxy(t, s, a.Tenant.ID, proxyInput("A1"))
+	pa2 := mustCreateProxy(t, s, a.Tenant.ID, proxyInput("A2"))
+	pb := mustCreateProxy(t, s, b.Tenant.ID, proxyInput("B1"))
 
 	check := func(t *testing.T, p *Proxy, tenant *Tenant) {
 		t.Helper()
@@ -770,7 +741,7 @@ func TestProxyByKey(t *testing.T) {
 			t.Fatalf("ProxyByKey(%s): %v", p.Name, err)
 		}
 		if !sameJSON(t, got, p) {
-			t.Errorf("ProxyByKey proxy = %s, want %s", twJSON(t, got), twJSON(t, p))
+			t.Errorf("ProxyByKey proxy = %s, want %s", encodeJSON(t, got), encodeJSON(t, p))
 		}
 		if gt.ID != tenant.ID || gt.Name != tenant.Name || gt.Type != tenant.Type {
 			t.Errorf("ProxyByKey tenant = %+v, want %+v", gt, tenant)
@@ -818,7 +789,7 @@ func TestProxyByKey(t *testing.T) {
 		if err := s.DeleteProxy(ctx, a.Tenant.ID, pa2.ID, "actor"); !errors.Is(err, ErrNotFound) {
 			t.Errorf("second DeleteProxy error = %v, want ErrNotFound", err)
 		}
-		if left := pxIndexKeys(t, s, pa2.Key); len(left) != 0 {
+		if left := proxyIndexKeys(t, s, pa2.Key); len(left) != 0 {
 			t.Errorf("index entry left after DeleteProxy: %v", left)
 		}
 		if left := kvKeys(t, s, string(proxyKey(a.Tenant.ID, pa2.ID))); len(left) != 0 {
@@ -832,7 +803,7 @@ func TestProxyByKey(t *testing.T) {
 	})
 
 	t.Run("after DeleteTenant", func(t *testing.T) {
-		if len(pxIndexKeys(t, s, pa.Key)) != 1 {
+		if len(proxyIndexKeys(t, s, pa.Key)) != 1 {
 			t.Fatal("the index entry of a live proxy is missing")
 		}
 		if err := s.DeleteTenant(ctx, a.Tenant.ID); err != nil {
@@ -841,7 +812,7 @@ func TestProxyByKey(t *testing.T) {
 		if p, tn, err := s.ProxyByKey(ctx, pa.Key); !errors.Is(err, ErrNotFound) {
 			t.Errorf("ProxyByKey of a deleted tenant's proxy = %v, %v, %v; want ErrNotFound", p, tn, err)
 		}
-		if left := pxIndexKeys(t, s, pa.Key); len(left) != 0 {
+		if left := proxyIndexKeys(t, s, pa.Key); len(left) != 0 {
 			t.Errorf("proxy key index entry left after DeleteTenant: %v", left)
 		}
 		err := s.kv.View(ctx, func(r Reader) error {
@@ -868,15 +839,15 @@ func TestProxyApplication(t *testing.T) {
 	s, _ := newTestStore(t)
 	tid := mustCreateTenant(t, s, "T", TenantTest).Tenant.ID
 	app, _ := mustCreateApp(t, s, tid, privateApp("backend"))
-	with := pxFull(t, s, tid, app.ID)
-	without := mustCreateProxy(t, s, tid, pxInput("no app"))
+	with := fullProxy(t, s, tid, app.ID)
+	without := mustCreateProxy(t, s, tid, proxyInput("no app"))
 
 	got, err := s.ServiceApplication(ctx, with.TenantID, with.ApplicationID)
 	if err != nil {
 		t.Fatalf("ServiceApplication: %v", err)
 	}
 	if !sameJSON(t, got, app) {
-		t.Errorf("ServiceApplication = %s, want %s", twJSON(t, got), twJSON(t, app))
+		t.Errorf("ServiceApplication = %s, want %s", encodeJSON(t, got), encodeJSON(t, app))
 	}
 	if got, err := s.ServiceApplication(ctx, without.TenantID, without.ApplicationID); !errors.Is(err, ErrNotFound) {
 		t.Errorf("ServiceApplication without an application = %v, %v; want ErrNotFound", got, err)

@@ -14,10 +14,10 @@ import (
 	"github.com/dgraph-io/ristretto/v2/z"
 )
 
-// sstContents returns every key and value of a Badger table file, read
+// sstableContents returns every key and value of a Badger table file, read
 // through Badger's table reader with the options Open writes tables with
 // (uncompressed), so a table written otherwise fails to open here.
-func sstContents(tb testing.TB, path string) []byte {
+func sstableContents(tb testing.TB, path string) []byte {
 	tb.Helper()
 	mf, err := z.OpenMmapFile(path, os.O_RDONLY, 0)
 	if err != nil {
@@ -82,7 +82,7 @@ func TestNothingSecretInClearOnDisk(t *testing.T) {
 		files = append(files, b)
 		total += len(b)
 		if strings.HasSuffix(path, ".sst") {
-			tables = append(tables, sstContents(t, path))
+			tables = append(tables, sstableContents(t, path))
 			files = append(files, tables[len(tables)-1])
 		}
 		return nil

@@ -11,8 +11,8 @@ import (
 	"time"
 )
 
-// rotWorld is a store with a tenant, a revealing application and tokens.
-type rotWorld struct {
+// rotationWorld is a store with a tenant, a revealing application and tokens.
+type rotationWorld struct {
 	s      *Store
 	dir    string
 	tenant *CreatedTenant
@@ -20,10 +20,10 @@ type rotWorld struct {
 	ids    []string
 }
 
-func newRotWorld(t *testing.T, dir string, key []byte, tokens int) *rotWorld {
+func newRotationWorld(t *testing.T, dir string, key []byte, tokens int) *rotationWorld {
 	t.Helper()
 	s := openTestStore(t, Options{Dir: dir, MasterKey: key})
-	w := &rotWorld{s: s, dir: dir}
+	w := &rotationWorld{s: s, dir: dir}
 	w.tenant = mustCreateTenant(t, s, "rot", TenantTest)
 	app, _ := mustCreateApp(t, s, w.tenant.Tenant.ID, ApplicationInput{Name: "r", Type: AppPrivate,
 		Rules: []AccessRule{{Priority: 1, Container: "/", Transform: TransformReveal, Permissions: []string{"token:create", "token:read"}}}})
@@ -34,7 +34,7 @@ func newRotWorld(t *testing.T, dir string, key []byte, tokens int) *rotWorld {
 	return w
 }
 
-func (w *rotWorld) create(t *testing.T, i int) string {
+func (w *rotationWorld) create(t *testing.T, i int) string {
 	t.Helper()
 	tok, err := w.s.CreateToken(context.Background(), w.req, TokenInput{Type: "card", Data: map[string]any{
 		"number": "4242424242424242", "expiration_month": 12, "expiration_year": 2030, "cvc": "123"},
@@ -46,7 +46,7 @@ func (w *rotWorld) create(t *testing.T, i int) string {
 }
 
 // readAll reads every token back in full, the CVC included.
-func (w *rotWorld) readAll(t *testing.T, s *Store) {
+func (w *rotationWorld) readAll(t *testing.T, s *Store) {
 	t.Helper()
 	for i, id := range w.ids {
 		tok, err := s.GetToken(context.Background(), w.req, id)
@@ -60,16 +60,16 @@ func (w *rotWorld) readAll(t *testing.T, s *Store) {
 	}
 }
 
-var rotNewKey = bytes.Repeat([]byte{7}, MasterKeySize)
+var rotatedMasterKey = bytes.Repeat([]byte{7}, MasterKeySize)
 
 func TestRotateMasterKey(t *testing.T) {
 	dir := t.TempDir()
-	w := newRotWorld(t, dir, testMasterKey, 5)
-	if err := w.s.RotateMasterKey(context.Background(), rotNewKey); err != nil {
+	w := newRotationWorld(t, dir, testMasterKey, 5)
+	if err := w.s.RotateMasterKey(context.Background(), rotatedMasterKey); err != nil {
 		t.Fatal(err)
 	}
 	w.readAll(t, w.s)
-	if !w.s.MasterKeyMatches(rotNewKey) || w.s.MasterKeyMatches(testMasterKey) {
+	if !w.s.MasterKeyMatches(rotatedMasterKey) || w.s.MasterKeyMatches(testMasterKey) {
 		t.Error("the running store does not report the new key")
 	}
 	// new tenants and CVCs after the rotation
@@ -79,9 +79,9 @@ func TestRotateMasterKey(t *testing.T) {
 	if _, err := Open(withTestEngine(t, Options{Dir: dir, MasterKey: testMasterKey})); !errors.Is(err, ErrWrongMasterKey) {
 		t.Fatalf("the old key still opens the store: %v", err)
 	}
-	s := openTestStore(t, Options{Dir: dir, MasterKey: rotNewKey})
+	s := openTestStore(t, Options{Dir: dir, MasterKey: rotatedMasterKey})
 	w.readAll(t, s)
-	if meta, err := readTestMeta(t, dir); err != nil || meta.RotatingTo != nil || !bytes.Equal(meta.KeyCheck, keyCheck(rotNewKey)) {
+	if meta, err := readTestMeta(t, dir); err != nil || meta.RotatingTo != nil || !bytes.Equal(meta.KeyCheck, keyCheck(rotatedMasterKey)) {
 		t.Errorf("meta after rotation: %+v, %v", meta, err)
 	}
 }
@@ -124,7 +124,7 @@ func TestRotateMasterKeyInterrupted(t *testing.T) {
 		t.Fatal(err)
 	}
 	faults.left.Store(1) // one rewrap batch commits, then the storage fails
-	if err := s.RotateMasterKey(context.Background(), rotNewKey); err == nil {
+	if err := s.RotateMasterKey(context.Background(), rotatedMasterKey); err == nil {
 		t.Fatal("the rotation did not stop")
 	}
 	faults.left.Store(1 << 40)
@@ -132,19 +132,19 @@ func TestRotateMasterKeyInterrupted(t *testing.T) {
 
 	for _, o := range []Options{
 		{Dir: dir, MasterKey: testMasterKey},
-		{Dir: dir, MasterKey: rotNewKey},
+		{Dir: dir, MasterKey: rotatedMasterKey},
 	} {
 		if _, err := Open(withTestEngine(t, o)); !errors.Is(err, ErrWrongMasterKey) || !strings.Contains(err.Error(), "previous_master_keys") {
 			t.Errorf("opening the half-rotated store with one key: %v", err)
 		}
 	}
-	s = openTestStore(t, Options{Dir: dir, MasterKey: rotNewKey, PreviousMasterKeys: [][]byte{testMasterKey}})
+	s = openTestStore(t, Options{Dir: dir, MasterKey: rotatedMasterKey, PreviousMasterKeys: [][]byte{testMasterKey}})
 	got, err := s.GetToken(context.Background(), req, tok.ID)
 	if err != nil || got.Data.(map[string]any)["cvc"] != "123" {
 		t.Fatalf("after finishing: %v, %v", got, err)
 	}
 	closeTestStore(t, s)
-	s = openTestStore(t, Options{Dir: dir, MasterKey: rotNewKey})
+	s = openTestStore(t, Options{Dir: dir, MasterKey: rotatedMasterKey})
 	if tenants, err := s.ListTenants(context.Background()); err != nil || len(tenants) != rewrapBatch+11 {
 		t.Fatalf("tenants after the rotation: %d, %v", len(tenants), err)
 	}
@@ -154,7 +154,7 @@ func TestRotateMasterKeyInterrupted(t *testing.T) {
 // re-sealed in the background, the old version is destroyed, and every
 // record stays readable throughout.
 func TestRotateDataKey(t *testing.T) {
-	w := newRotWorld(t, t.TempDir(), testMasterKey, resealBatch+50)
+	w := newRotationWorld(t, t.TempDir(), testMasterKey, resealBatch+50)
 	ctx := context.Background()
 	tid := w.tenant.Tenant.ID
 	st, err := w.s.RotateDataKey(ctx, tid)
@@ -190,7 +190,7 @@ func TestRotateDataKey(t *testing.T) {
 // TestRotateDataKeyResumes: a re-seal stopped by Close resumes on Open.
 func TestRotateDataKeyResumes(t *testing.T) {
 	dir := t.TempDir()
-	w := newRotWorld(t, dir, testMasterKey, 30)
+	w := newRotationWorld(t, dir, testMasterKey, 30)
 	tid := w.tenant.Tenant.ID
 	// the new version is stored, then the process stops before re-sealing
 	if err := w.s.addDataKeyVersion(context.Background(), tid); err != nil {

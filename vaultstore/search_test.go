@@ -11,9 +11,9 @@ import (
 	"time"
 )
 
-// sqKV counts what searches read: the prefixes they scan and the token
+// searchKV counts what searches read: the prefixes they scan and the token
 // records they open.
-type sqKV struct {
+type searchKV struct {
 	KV
 	mu    sync.Mutex
 	on    bool
@@ -21,29 +21,29 @@ type sqKV struct {
 	opens int
 }
 
-func (k *sqKV) View(ctx context.Context, fn func(Reader) error) error {
-	return k.KV.View(ctx, func(r Reader) error { return fn(sqReader{r, k}) })
+func (k *searchKV) View(ctx context.Context, fn func(Reader) error) error {
+	return k.KV.View(ctx, func(r Reader) error { return fn(searchReader{r, k}) })
 }
 
-func (k *sqKV) start() {
+func (k *searchKV) start() {
 	k.mu.Lock()
 	k.on, k.scans, k.opens = true, nil, 0
 	k.mu.Unlock()
 }
 
-func (k *sqKV) stop() ([]string, int) {
+func (k *searchKV) stop() ([]string, int) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.on = false
 	return k.scans, k.opens
 }
 
-type sqReader struct {
+type searchReader struct {
 	Reader
-	k *sqKV
+	k *searchKV
 }
 
-func (r sqReader) Get(key []byte) ([]byte, error) {
+func (r searchReader) Get(key []byte) ([]byte, error) {
 	r.k.mu.Lock()
 	if r.k.on && strings.Contains(string(key), "/tok/") {
 		r.k.opens++
@@ -52,7 +52,7 @@ func (r sqReader) Get(key []byte) ([]byte, error) {
 	return r.Reader.Get(key)
 }
 
-func (r sqReader) Scan(prefix, after []byte, fn func(key, value []byte) error) error {
+func (r searchReader) Scan(prefix, after []byte, fn func(key, value []byte) error) error {
 	r.k.mu.Lock()
 	if r.k.on {
 		kind := ""
@@ -68,28 +68,28 @@ func (r sqReader) Scan(prefix, after []byte, fn func(key, value []byte) error) e
 // searchWorld is a tenant holding the tokens the search tests query, a
 // second tenant, and applications with various search access.
 type searchWorld struct {
-	*twWorld
-	kv    *sqKV
-	other *twWorld
+	*tokenWorld
+	kv    *searchKV
+	other *tokenWorld
 	tok   map[string]*Token // as created, by id
 }
 
-// sqApps are the search tests' own applications.
-var sqApps = map[string]ApplicationInput{
-	"s-mask":    {Rules: []AccessRule{twRule(1, "/", TransformMask, "token:search")}},
-	"s-general": {Rules: []AccessRule{twRule(1, "/general/", TransformReveal, "token:search", "token:read")}},
+// searchApps are the search tests' own applications.
+var searchApps = map[string]ApplicationInput{
+	"s-mask":    {Rules: []AccessRule{testRule(1, "/", TransformMask, "token:search")}},
+	"s-general": {Rules: []AccessRule{testRule(1, "/general/", TransformReveal, "token:search", "token:read")}},
 	"s-mixed": {Rules: []AccessRule{
-		twRule(1, "/pci/", TransformMask, "token:search"),
-		twRule(2, "/general/", TransformReveal, "token:search"),
-		twRule(3, "/bank/", TransformRedact, "token:search"),
-		twRule(4, "/customer-123/", TransformReveal, "token:read"), // read, not search
+		testRule(1, "/pci/", TransformMask, "token:search"),
+		testRule(2, "/general/", TransformReveal, "token:search"),
+		testRule(3, "/bank/", TransformRedact, "token:search"),
+		testRule(4, "/customer-123/", TransformReveal, "token:read"), // read, not search
 	}},
 	"s-plain": {Permissions: []string{"token:search"}},
 }
 
 func (w *searchWorld) addApp(name string) {
 	w.tb.Helper()
-	in := sqApps[name]
+	in := searchApps[name]
 	in.Name, in.Type = name, AppPrivate
 	a, _ := mustCreateApp(w.tb, w.s, w.tenant.ID, in)
 	w.apps[name] = a
@@ -97,18 +97,18 @@ func (w *searchWorld) addApp(name string) {
 
 // The search tests' tokens, oldest first; token i is created on day
 // 2024-05-06 + i.
-var sqLive = []string{"gen-1", "gen-2", "cust-1", "cust-2", "cust-3", "card-1", "card-2", "card-3", "bank-1"}
+var liveTokenIDs = []string{"gen-1", "gen-2", "cust-1", "cust-2", "cust-3", "card-1", "card-2", "card-3", "bank-1"}
 
-const sqDay = 24 * time.Hour
+const oneDay = 24 * time.Hour
 
 func newSearchWorld(t *testing.T) *searchWorld {
 	t.Helper()
 	clock := newFakeClock()
 	dir := t.TempDir()
-	kv := &sqKV{}
+	kv := &searchKV{}
 	s := openTestStore(t, Options{Dir: dir, Now: clock.Now, WrapKV: func(inner KV) KV { kv.KV = inner; return kv }})
-	w := &searchWorld{twWorld: newTWWorldOn(t, s, clock, dir, nil), kv: kv, tok: map[string]*Token{}}
-	for name := range sqApps {
+	w := &searchWorld{tokenWorld: newTokenWorldOn(t, s, clock, dir, nil), kv: kv, tok: map[string]*Token{}}
+	for name := range searchApps {
 		w.addApp(name)
 	}
 	last4 := []string{"{{ data.number | last4 }}"}
@@ -120,29 +120,29 @@ func newSearchWorld(t *testing.T) *searchWorld {
 		{ID: "cust-1", Type: "token", Data: "carol", Containers: []string{"/customer-123/"}, Metadata: map[string]string{"customer": "Other"}},
 		{ID: "cust-2", Type: "token", Data: "dave", Containers: []string{"/customer-123/pii/"}},
 		{ID: "cust-3", Type: "token", Data: "erin", Containers: []string{"/customer-1234/"}},
-		{ID: "card-1", Type: "card", Data: twCard(twVisa, twCVC), SearchIndexes: last4,
+		{ID: "card-1", Type: "card", Data: cardData(testVisa, testCVC), SearchIndexes: last4,
 			FingerprintExpression: "{{ data.number }}", Metadata: map[string]string{"customer": "ACME"}},
-		{ID: "card-2", Type: "card", Data: twCard(twMaster, ""), SearchIndexes: last4, FingerprintExpression: "{{ data.number }}"},
-		{ID: "card-3", Type: "card", Data: twCard(twVisa, ""), SearchIndexes: last4, FingerprintExpression: "{{ data.number }}"},
-		{ID: "bank-1", Type: "bank", Data: twBank(twRouting, twAccount), SearchIndexes: []string{"{{ data.account_number | last4 }}"},
+		{ID: "card-2", Type: "card", Data: cardData(testMastercard, ""), SearchIndexes: last4, FingerprintExpression: "{{ data.number }}"},
+		{ID: "card-3", Type: "card", Data: cardData(testVisa, ""), SearchIndexes: last4, FingerprintExpression: "{{ data.number }}"},
+		{ID: "bank-1", Type: "bank", Data: bankData(testRouting, testAccount), SearchIndexes: []string{"{{ data.account_number | last4 }}"},
 			Metadata: map[string]string{"customer": "Acme"}},
 	} {
 		w.tok[in.ID] = w.mustCreate("admin", in)
-		twAdvance(clock, sqDay)
+		clock.Advance(oneDay)
 	}
 	// expires 36 hours after it is made, the tests run after that
 	w.tok["gone-1"] = w.mustCreate("admin", TokenInput{ID: "gone-1", Type: "token", Data: "alice@example.com",
 		Containers: []string{"/general/"}, Metadata: map[string]string{"customer": "acme"}, SearchIndexes: []string{"{{ data }}"},
 		ExpiresAt: clock.Peek().Add(36 * time.Hour).Format(time.RFC3339)})
-	twAdvance(clock, 2*sqDay)
+	clock.Advance(2 * oneDay)
 	if _, err := w.update("admin", "gen-2", map[string]any{"metadata": map[string]any{"note": "x"}}); err != nil {
 		t.Fatalf("UpdateToken: %v", err)
 	}
 
-	w.other = newTWWorldOn(t, s, clock, dir, nil)
+	w.other = newTokenWorldOn(t, s, clock, dir, nil)
 	w.other.mustCreate("admin", TokenInput{ID: "other-1", Type: "token", Data: "alice@example.com", Containers: []string{"/general/"},
 		Metadata: map[string]string{"customer": "Acme"}, SearchIndexes: []string{"{{ data }}"}})
-	w.other.mustCreate("admin", TokenInput{ID: "other-card", Type: "card", Data: twCard(twVisa, ""), SearchIndexes: last4,
+	w.other.mustCreate("admin", TokenInput{ID: "other-card", Type: "card", Data: cardData(testVisa, ""), SearchIndexes: last4,
 		FingerprintExpression: "{{ data.number }}"})
 	return w
 }
@@ -150,7 +150,7 @@ func newSearchWorld(t *testing.T) *searchWorld {
 func (w *searchWorld) search(app, q string, offset, limit int) ([]*Token, int, error) {
 	w.tb.Helper()
 	toks, total, err := w.s.SearchTokens(w.ctx, w.req(app), q, offset, limit)
-	return toks, total, twNote(w.tb, err)
+	return toks, total, noSecretIn(w.tb, err)
 }
 
 // expect checks a search's page and total, in order.
@@ -161,19 +161,19 @@ func (w *searchWorld) expect(app, q string, offset, limit int, want []string, to
 		w.tb.Errorf("%s: search %q: %v", app, q, err)
 		return nil
 	}
-	if got := twIDs(toks); !slices.Equal(got, want) || n != total {
+	if got := idsOf(toks); !slices.Equal(got, want) || n != total {
 		w.tb.Errorf("%s: search %q [%d:+%d]\n got %v (total %d)\nwant %v (total %d)", app, q, offset, limit, got, n, want, total)
 	}
 	return toks
 }
 
-// sqExcept returns the live tokens other than those named.
-func sqExcept(ids ...string) []string {
-	return slices.DeleteFunc(slices.Clone(sqLive), func(id string) bool { return slices.Contains(ids, id) })
+// liveExcept returns the live tokens other than those named.
+func liveExcept(ids ...string) []string {
+	return slices.DeleteFunc(slices.Clone(liveTokenIDs), func(id string) bool { return slices.Contains(ids, id) })
 }
 
-// sqTime renders a token's creation time with an offset.
-func sqTime(tok *Token, zone *time.Location) string {
+// searchTime renders a token's creation time with an offset.
+func searchTime(tok *Token, zone *time.Location) string {
 	return tok.CreatedAt.In(zone).Format(time.RFC3339Nano)
 }
 
@@ -213,7 +213,7 @@ func TestSearchTokens(t *testing.T) {
 		{`container:/CUSTOMER-123/PII/`, []string{"cust-2"}},
 		{`container:"/pci/*"`, []string{"card-1", "card-2", "card-3"}},
 		{`container:/pci/`, nil},
-		{`container:*`, sqLive},
+		{`container:*`, liveTokenIDs},
 		// metadata: value case-insensitive, key exact
 		{`metadata.customer:acme`, []string{"gen-1", "gen-2", "card-1", "bank-1"}},
 		{`metadata.customer:ACME`, []string{"gen-1", "gen-2", "card-1", "bank-1"}},
@@ -230,11 +230,11 @@ func TestSearchTokens(t *testing.T) {
 		{`data:4242`, []string{"card-1", "card-3"}},
 		{`data:4444`, []string{"card-2"}},
 		{`data:1234`, []string{"bank-1"}},
-		{`data:` + twVisa, nil},    // the number itself is not indexed
-		{`data:carol`, nil},        // no search index
-		{`data:alice`, nil},        // exact only
-		{`data:` + twCVC, nil},     // nothing derived from a CVC
-		{`data:` + twRouting, nil}, // nor from what is not indexed
+		{`data:` + testVisa, nil},    // the number itself is not indexed
+		{`data:carol`, nil},          // no search index
+		{`data:alice`, nil},          // exact only
+		{`data:` + testCVC, nil},     // nothing derived from a CVC
+		{`data:` + testRouting, nil}, // nor from what is not indexed
 		// boolean operators
 		{`type:card AND data:4242`, []string{"card-1", "card-3"}},
 		{`type:card data:4242`, []string{"card-1", "card-3"}},
@@ -244,10 +244,10 @@ func TestSearchTokens(t *testing.T) {
 		{`data:4242 OR data:4444`, []string{"card-1", "card-2", "card-3"}},
 		{`data:4242 OR type:bank`, []string{"card-1", "card-3", "bank-1"}},
 		{`type:card OR type:bank`, []string{"card-1", "card-2", "card-3", "bank-1"}},
-		{`NOT type:card`, sqExcept("card-1", "card-2", "card-3")},
-		{`!type:card`, sqExcept("card-1", "card-2", "card-3")},
-		{`-type:card`, sqExcept("card-1", "card-2", "card-3")},
-		{`NOT data:4242`, sqExcept("card-1", "card-3")},
+		{`NOT type:card`, liveExcept("card-1", "card-2", "card-3")},
+		{`!type:card`, liveExcept("card-1", "card-2", "card-3")},
+		{`-type:card`, liveExcept("card-1", "card-2", "card-3")},
+		{`NOT data:4242`, liveExcept("card-1", "card-3")},
 		{`NOT NOT type:bank`, []string{"bank-1"}},
 		{`type:token -container:"/customer-123/*"`, []string{"gen-1", "gen-2", "cust-3"}},
 		{`type:token container:"/general/*"`, []string{"gen-1", "gen-2"}},
@@ -257,7 +257,7 @@ func TestSearchTokens(t *testing.T) {
 		{`(type:bank OR type:card) AND data:4444`, []string{"card-2"}},
 		{`NOT type:card AND NOT type:token`, []string{"bank-1"}},
 		{`NOT (type:card OR type:token)`, []string{"bank-1"}},
-		{`NOT type:card OR data:4242`, sqExcept("card-2")},
+		{`NOT type:card OR data:4242`, liveExcept("card-2")},
 		{`metadata.customer:acme AND (type:card OR type:bank)`, []string{"card-1", "bank-1"}},
 		{`((id:gen-1 OR id:gen-2) AND (metadata.tier:gold OR id:gen-2)) AND NOT id:gen-2`, []string{"gen-1"}},
 		{`id:gen-1 OR id:gone-1 OR id:card-2`, []string{"gen-1", "card-2"}},
@@ -270,20 +270,20 @@ func TestSearchTokens(t *testing.T) {
 		{`created_at:{2024-05-07 TO 2024-05-09]`, []string{"cust-1", "cust-2"}},
 		{`created_at:{2024-05-12 TO *]`, []string{"card-3", "bank-1"}},
 		{`created_at:[* TO 2024-05-06]`, []string{"gen-1"}},
-		{`created_at:[* TO *]`, sqLive},
-		{`created_at:[` + sqTime(w.tok["gen-2"], time.UTC) + ` TO ` + sqTime(w.tok["cust-1"], plus2) + `]`, []string{"gen-2", "cust-1"}},
-		{`created_at:{` + sqTime(w.tok["gen-2"], time.UTC) + ` TO ` + sqTime(w.tok["cust-1"], plus2) + `}`, nil},
-		{`created_at:{` + sqTime(w.tok["gen-2"], plus2) + ` TO ` + sqTime(w.tok["cust-2"], time.UTC) + `}`, []string{"cust-1"}},
-		{`created_at:"` + sqTime(w.tok["card-2"], plus2) + `"`, []string{"card-2"}},
+		{`created_at:[* TO *]`, liveTokenIDs},
+		{`created_at:[` + searchTime(w.tok["gen-2"], time.UTC) + ` TO ` + searchTime(w.tok["cust-1"], plus2) + `]`, []string{"gen-2", "cust-1"}},
+		{`created_at:{` + searchTime(w.tok["gen-2"], time.UTC) + ` TO ` + searchTime(w.tok["cust-1"], plus2) + `}`, nil},
+		{`created_at:{` + searchTime(w.tok["gen-2"], plus2) + ` TO ` + searchTime(w.tok["cust-2"], time.UTC) + `}`, []string{"cust-1"}},
+		{`created_at:"` + searchTime(w.tok["card-2"], plus2) + `"`, []string{"card-2"}},
 		{`created_at:[2024-05-07 TO 2024-05-09] AND type:card`, nil},
 		{`created_at:[2024-05-10 TO *] AND data:4242`, []string{"card-1", "card-3"}},
 		// modified_at: only a modified token has one
 		{`modified_at:[2024-05-17 TO *]`, []string{"gen-2"}},
 		{`modified_at:[* TO *]`, []string{"gen-2"}},
 		{`modified_at:[* TO 2024-05-16]`, nil},
-		{`NOT modified_at:[* TO *]`, sqExcept("gen-2")},
+		{`NOT modified_at:[* TO *]`, liveExcept("gen-2")},
 		// created_by, modified_by
-		{`created_by:` + admin, sqLive},
+		{`created_by:` + admin, liveTokenIDs},
 		{`modified_by:` + admin, []string{"gen-2"}},
 		{`created_by:someone-else`, nil},
 	} {
@@ -295,7 +295,7 @@ func TestSearchTokens(t *testing.T) {
 // tokens, though they hold the same data, fingerprinted and indexed.
 func TestSearchTokensOtherTenant(t *testing.T) {
 	w := newSearchWorld(t)
-	o := &searchWorld{twWorld: w.other.at(t)}
+	o := &searchWorld{tokenWorld: w.other.at(t)}
 	o.expect("admin", `data:alice@example.com`, 0, 10, []string{"other-1"}, 1)
 	o.expect("admin", `data:4242`, 0, 10, []string{"other-card"}, 1)
 	o.expect("admin", `container:*`, 0, 10, []string{"other-1", "other-card"}, 2)
@@ -340,7 +340,7 @@ func TestSearchTokensAccess(t *testing.T) {
 		m, _ := toks[0].Data.(map[string]any)
 		return m["number"]
 	}
-	if got := card("admin"); got != twVisa {
+	if got := card("admin"); got != testVisa {
 		t.Errorf("admin sees number %v, want it revealed", got != nil)
 	}
 	for _, app := range []string{"s-mask", "s-mixed", "s-plain"} {
@@ -479,13 +479,13 @@ func TestSearchTokensFollowsWrites(t *testing.T) {
 func TestSearchTokensInvalidQuery(t *testing.T) {
 	w := newSearchWorld(t)
 	for _, tc := range []struct{ q, want string }{
-		{`data:` + twVisa + ` AND (`, "position 28: expected a term after '('"},
+		{`data:` + testVisa + ` AND (`, "position 28: expected a term after '('"},
 		{`(type:card`, "position 1: this '(' is not closed"},
 		{`type:card AND`, "position 14: expected a term after AND"},
 		{`colour:red`, "position 1: unknown field; fields are id, type, fingerprint, container, metadata.<key>, data, card.bin, card.last4, card.brand, created_at, modified_at, created_by, modified_by"},
 		{`created_at:[2024-01-01 TO`, "position 12: this range is not closed"},
 		{``, "position 1: the query is empty"},
-		{`data:` + twVisa + `*`, "position 6: a wildcard (*) applies only to container; write \\* for a literal *"},
+		{`data:` + testVisa + `*`, "position 6: a wildcard (*) applies only to container; write \\* for a literal *"},
 		// the vault's rules, which the language asks of searchDomain
 		{`type:cards`, "position 6: unknown token type; types are bank, card, token"},
 		{`container:/PCI`, "position 11: a container starts and ends with / and uses only a-z, 0-9, _ and -, or ends with * to match every container under a path"},
@@ -495,18 +495,18 @@ func TestSearchTokensInvalidQuery(t *testing.T) {
 		_, _, err := w.search("admin", tc.q, 0, 10)
 		var v *ValidationError
 		if !errors.As(err, &v) || len(v.Fields) != 1 {
-			t.Errorf("search %q: err = %v, want a ValidationError", strings.ReplaceAll(tc.q, twVisa, "<DATA>"), err)
+			t.Errorf("search %q: err = %v, want a ValidationError", strings.ReplaceAll(tc.q, testVisa, "<DATA>"), err)
 			continue
 		}
 		if got := strings.Join(v.Fields["query"], "; "); got != tc.want {
-			t.Errorf("search %q: %s, want %s", strings.ReplaceAll(tc.q, twVisa, "<DATA>"), got, tc.want)
+			t.Errorf("search %q: %s, want %s", strings.ReplaceAll(tc.q, testVisa, "<DATA>"), got, tc.want)
 		}
 	}
 }
 
-// sqBatchCreate creates tokens many to a transaction, as a tokenize
+// batchCreate creates tokens many to a transaction, as a tokenize
 // does, advancing the clock a millisecond between tokens.
-func sqBatchCreate(tb testing.TB, w *twWorld, n, batch int, input func(i int) TokenInput) {
+func batchCreate(tb testing.TB, w *tokenWorld, n, batch int, input func(i int) TokenInput) {
 	tb.Helper()
 	for start := 0; start < n; start += batch {
 		end := min(n, start+batch)
@@ -540,15 +540,15 @@ func BenchmarkSearchTokens(b *testing.B) {
 		b.Skip("creates 100,000 tokens")
 	}
 	const n = 100_000
-	w := newTWBenchWorld(b, false)
+	w := newTokenBenchWorld(b, false)
 	started := time.Now()
-	sqBatchCreate(b, w, n, 500, func(i int) TokenInput {
+	batchCreate(b, w, n, 500, func(i int) TokenInput {
 		meta := map[string]string{"batch": fmt.Sprint(i % 100)}
 		if i%10 == 0 {
 			return TokenInput{ID: fmt.Sprintf("gen-%06d", i), Type: "token", Data: fmt.Sprintf("value-%d", i),
 				Containers: []string{"/general/"}, Metadata: meta, SearchIndexes: []string{"{{ data }}"}}
 		}
-		return TokenInput{ID: fmt.Sprintf("card-%06d", i), Type: "card", Data: twBenchCard(i), Metadata: meta,
+		return TokenInput{ID: fmt.Sprintf("card-%06d", i), Type: "card", Data: benchCard(i), Metadata: meta,
 			SearchIndexes: []string{"{{ data.number | last4 }}"}, FingerprintExpression: "{{ data.number }}"}
 	})
 	b.Logf("created %d tokens in %v", n, time.Since(started).Round(time.Millisecond))
@@ -559,7 +559,7 @@ func BenchmarkSearchTokens(b *testing.B) {
 	} else {
 		fp = toks[0].Fingerprint
 	}
-	last4 := twLuhn("4", 12345, 16)[12:]
+	last4 := luhnNumber("4", 12345, 16)[12:]
 	for _, tc := range []struct {
 		name  string
 		q     string

@@ -5,35 +5,18 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/tokenvault/tokenvault/internal/testclock"
 )
-
-// settableClock is a clock a test moves by hand.
-type settableClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *settableClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *settableClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 // sessionWorld is a tenant with a public application (the browser), a
 // private application that reveals every token (the back end) and two
 // tokens.
 type sessionWorld struct {
 	s                *Store
-	clock            *settableClock
+	clock            *testclock.Clock
 	tenant           *CreatedTenant
 	public, private  *Principal
 	privateApp       *Application
@@ -44,7 +27,7 @@ type sessionWorld struct {
 func newSessionWorld(t *testing.T) *sessionWorld {
 	t.Helper()
 	ctx := context.Background()
-	clock := &settableClock{t: time.Now().UTC().Truncate(time.Second)}
+	clock := testclock.New(time.Now().UTC().Truncate(time.Second))
 	s := openTestStore(t, Options{Dir: t.TempDir(), Now: clock.Now})
 	w := &sessionWorld{s: s, clock: clock, tenant: mustCreateTenant(t, s, "T", TenantTest)}
 	_, pubKey := mustCreateApp(t, s, w.tenant.Tenant.ID, ApplicationInput{Name: "browser", Type: AppPublic, Permissions: []string{"token:create"}})

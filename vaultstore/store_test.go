@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tokenvault/tokenvault/internal/testclock"
 	"github.com/tokenvault/tokenvault/vaultstore/kv/postgres"
 	"github.com/tokenvault/tokenvault/vaultstore/kv/postgres/pgtest"
 )
@@ -25,33 +26,12 @@ import (
 // otherwise.
 var testMasterKey = bytes.Repeat([]byte{0x42}, MasterKeySize)
 
-// fakeClock is an injectable clock that moves forward by step on every
-// reading, so records created one after another have distinct times.
-type fakeClock struct {
-	mu   sync.Mutex
-	t    time.Time
-	step time.Duration
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{t: time.Date(2024, 5, 6, 7, 8, 9, 123456789, time.UTC), step: time.Millisecond}
-}
-
-// Now returns the current fake time and advances it by step.
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := c.t
-	c.t = c.t.Add(c.step)
-	return t
-}
-
-// Peek returns the time the next Now will return, at the microsecond
-// precision the store keeps.
-func (c *fakeClock) Peek() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t.Truncate(time.Microsecond)
+// newFakeClock is the store tests' clock: it moves forward by a
+// millisecond on every reading, so records created one after another have
+// distinct times, and it starts on a whole microsecond, the precision the
+// store keeps, so that Peek names a time exactly as it is stored.
+func newFakeClock() *testclock.Clock {
+	return testclock.NewStepping(time.Date(2024, 5, 6, 7, 8, 9, 123456000, time.UTC), time.Millisecond)
 }
 
 // closedStores remembers stores a test closed itself, so the cleanup does
@@ -142,7 +122,7 @@ func closeTestStore(tb testing.TB, s *Store) {
 
 // newTestStore opens a fresh on-disk store with a fake clock and
 // asynchronous writes.
-func newTestStore(tb testing.TB) (*Store, *fakeClock) {
+func newTestStore(tb testing.TB) (*Store, *testclock.Clock) {
 	tb.Helper()
 	clock := newFakeClock()
 	return openTestStore(tb, Options{Dir: tb.TempDir(), Now: clock.Now}), clock

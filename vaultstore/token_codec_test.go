@@ -569,8 +569,8 @@ func FuzzTokenCodecEncode(f *testing.F) {
 // codecBenchCard returns a card token as the store holds it and as GET
 // /tokens/{id} returns it revealed.
 func codecBenchCard(b *testing.B) (*tokenRecord, *Token) {
-	w := newTWBenchWorld(b, false)
-	created := w.mustCreate("admin", TokenInput{Type: "card", Data: twBenchCard(7), Metadata: map[string]string{"customer": "c-123"}})
+	w := newTokenBenchWorld(b, false)
+	created := w.mustCreate("admin", TokenInput{Type: "card", Data: benchCard(7), Metadata: map[string]string{"customer": "c-123"}})
 	tok, err := w.s.GetToken(w.ctx, w.req("admin"), created.ID)
 	if err != nil {
 		b.Fatal(err)

@@ -18,7 +18,7 @@ import (
 // expiry, and folds of the counts. Every token carries the metadata
 // all=yes, so the same filter with that metadata takes the scan.
 func TestListTotalFromCounts(t *testing.T) {
-	w := newTWWorld(t, nil)
+	w := newTokenWorld(t, nil)
 	rng := rand.New(rand.NewPCG(7, 11))
 	containers := []string{"/", "/pci/", "/pci/high/", "/general/", "/bank/"}
 	apps := []string{"admin", "pci", "pcihigh", "mixed", "writer"}
@@ -49,7 +49,7 @@ func TestListTotalFromCounts(t *testing.T) {
 			in := TokenInput{Type: "token", Data: fmt.Sprintf("v%d", i), Containers: []string{containers[rng.IntN(len(containers))]},
 				Metadata: map[string]string{"all": "yes"}}
 			if rng.IntN(6) == 0 {
-				in = TokenInput{Type: "bank", Data: twBank(twRouting, twSecret(twLuhn("7", 300+i, 12))), Metadata: map[string]string{"all": "yes"}}
+				in = TokenInput{Type: "bank", Data: bankData(testRouting, asSecret(luhnNumber("7", 300+i, 12))), Metadata: map[string]string{"all": "yes"}}
 			}
 			if rng.IntN(4) == 0 {
 				in.ExpiresAt = w.expiresIn(time.Duration(1+rng.IntN(3)) * time.Minute)
@@ -83,7 +83,7 @@ func TestListTotalFromCounts(t *testing.T) {
 			}
 			step = "move " + id + " to " + to
 		default:
-			twAdvance(w.clock, time.Duration(rng.IntN(90))*time.Second)
+			w.clock.Advance(time.Duration(rng.IntN(90)) * time.Second)
 			step = "clock forward"
 			if rng.IntN(2) == 0 {
 				if err := w.s.Sweep(w.ctx); err != nil {
@@ -104,7 +104,7 @@ func TestListTotalFromCounts(t *testing.T) {
 	}
 	// once the sweep has purged every expired token, the usage report
 	// sums the same counts
-	twAdvance(w.clock, time.Hour)
+	w.clock.Advance(time.Hour)
 	if err := w.s.Sweep(w.ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestListTotalFromCounts(t *testing.T) {
 // were, once a list sums that many; a change an interrupted fold left in a
 // folded epoch counts no more (and later folds do not visit it).
 func TestListFoldsCounts(t *testing.T) {
-	w := newTWWorld(t, nil)
+	w := newTokenWorld(t, nil)
 	tid := w.tenant.ID
 	create := func(n int) {
 		for i := range n {
@@ -227,7 +227,7 @@ func foldedChangesLeft(tb testing.TB, s *Store, tenantID string) int {
 }
 
 // sumUsageIn sums the counts of w's tenant.
-func sumUsageIn(w *twWorld) (map[usageCell]TypeMetrics, int, error) {
+func sumUsageIn(w *tokenWorld) (map[usageCell]TypeMetrics, int, error) {
 	var (
 		cells  map[usageCell]TypeMetrics
 		deltas int
@@ -243,11 +243,11 @@ func sumUsageIn(w *twWorld) (map[usageCell]TypeMetrics, int, error) {
 // counts by type and container; the totals match the tokens, and a type's
 // last creation survives although its tokens are gone.
 func TestMigrateCountsByContainer(t *testing.T) {
-	w := newTWWorld(t, nil)
+	w := newTokenWorld(t, nil)
 	a := w.mustCreate("admin", TokenInput{Type: "token", Data: "a", Containers: []string{"/x/"}})
 	w.mustCreate("admin", TokenInput{Type: "token", Data: "b", Containers: []string{"/y/"}})
 	w.mustCreate("admin", TokenInput{Type: "token", Data: "c", Containers: []string{"/y/"}})
-	gone := w.mustCreate("admin", TokenInput{Type: "bank", Data: twBank(twRouting, twAccount)})
+	gone := w.mustCreate("admin", TokenInput{Type: "bank", Data: bankData(testRouting, testAccount)})
 	if err := w.del("admin", gone.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -327,7 +327,7 @@ func tokenIDs(toks []*Token) []string {
 // read that finds changes written before a restart arranges the same; and
 // a fold that comes after the tenant's deletion writes nothing under it.
 func TestQuietFold(t *testing.T) {
-	w := newTWWorld(t, nil)
+	w := newTokenWorld(t, nil)
 	tid := w.tenant.ID
 	deltas := func() int {
 		t.Helper()

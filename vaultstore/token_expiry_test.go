@@ -11,16 +11,18 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tokenvault/tokenvault/internal/testclock"
 )
 
-// twExpiresIn returns an expires_at d after the fake clock's next reading,
+// expiresIn returns an expires_at d after the fake clock's next reading,
 // in whole seconds.
-func (w *twWorld) expiresIn(d time.Duration) string {
+func (w *tokenWorld) expiresIn(d time.Duration) string {
 	return w.clock.Peek().Add(d).Truncate(time.Second).Format(time.RFC3339)
 }
 
 func TestCreateTokenExpiresAt(t *testing.T) {
-	w := newTWWorld(t, nil)
+	w := newTokenWorld(t, nil)
 	now := w.clock.Peek()
 	for _, tc := range []struct {
 		name, in, want string // want "" means a ValidationError on expires_at
@@ -38,15 +40,15 @@ func TestCreateTokenExpiresAt(t *testing.T) {
 			w := w.at(t)
 			tok, err := w.create("admin", TokenInput{Type: "token", Data: "x", ExpiresAt: tc.in})
 			if tc.want == "" {
-				twWantFields(t, err, "expires_at")
+				wantFieldErrors(t, err, "expires_at")
 				return
 			}
 			if err != nil {
 				t.Fatal(err)
 			}
 			for _, got := range []*Token{tok, w.mustGet("admin", tok.ID)} {
-				if got.ExpiresAt == nil || twJSON(t, got.ExpiresAt) != tc.want {
-					t.Errorf("expires_at = %s, want %s", twJSON(t, got.ExpiresAt), tc.want)
+				if got.ExpiresAt == nil || encodeJSON(t, got.ExpiresAt) != tc.want {
+					t.Errorf("expires_at = %s, want %s", encodeJSON(t, got.ExpiresAt), tc.want)
 				}
 			}
 		})
@@ -55,20 +57,20 @@ func TestCreateTokenExpiresAt(t *testing.T) {
 
 // An expired token is gone to every reader at once, before any sweep.
 func TestExpiredTokenIsGone(t *testing.T) {
-	w := newTWWorld(t, nil)
+	w := newTokenWorld(t, nil)
 	meta := map[string]string{"group": "g"}
 	keep1 := w.mustCreate("admin", TokenInput{Type: "token", Data: "keep1", Metadata: meta})
-	keep2 := w.mustCreate("admin", TokenInput{Type: "card", Data: twCard(twVisa2, ""), Metadata: meta, ExpiresAt: w.expiresIn(48 * time.Hour)})
-	gone := w.mustCreate("admin", TokenInput{Type: "card", Data: twCard(twVisa, twCVC), Metadata: meta, ExpiresAt: w.expiresIn(time.Hour)})
+	keep2 := w.mustCreate("admin", TokenInput{Type: "card", Data: cardData(testVisa2, ""), Metadata: meta, ExpiresAt: w.expiresIn(48 * time.Hour)})
+	gone := w.mustCreate("admin", TokenInput{Type: "card", Data: cardData(testVisa, testCVC), Metadata: meta, ExpiresAt: w.expiresIn(time.Hour)})
 	if _, err := w.get("admin", gone.ID); err != nil {
 		t.Fatalf("before expiry: %v", err)
 	}
-	twAdvance(w.clock, time.Hour+time.Second)
+	w.clock.Advance(time.Hour + time.Second)
 
 	t.Run("get", func(t *testing.T) {
 		for _, app := range []string{"admin", "masker", "redactor"} {
 			_, err := w.at(t).get(app, gone.ID)
-			twWantErr(t, err, ErrNotFound)
+			wantErrorIs(t, err, ErrNotFound)
 		}
 	})
 	want := []string{keep1.ID, keep2.ID}
@@ -91,19 +93,19 @@ func TestExpiredTokenIsGone(t *testing.T) {
 			if len(tc.f.IDs) > 0 {
 				wantTotal = 1
 			}
-			if !slices.Equal(twIDs(toks), tc.want) || total != wantTotal {
-				t.Errorf("list = %v total %d, want %v total %d", twIDs(toks), total, tc.want, wantTotal)
+			if !slices.Equal(idsOf(toks), tc.want) || total != wantTotal {
+				t.Errorf("list = %v total %d, want %v total %d", idsOf(toks), total, tc.want, wantTotal)
 			}
 		})
 	}
 	t.Run("update", func(t *testing.T) {
 		_, err := w.at(t).update("admin", gone.ID, map[string]any{"metadata": map[string]any{"a": "b"}})
-		twWantErr(t, err, ErrNotFound)
+		wantErrorIs(t, err, ErrNotFound)
 		_, err = w.at(t).update("admin", gone.ID, map[string]any{"expires_at": nil})
-		twWantErr(t, err, ErrNotFound)
+		wantErrorIs(t, err, ErrNotFound)
 	})
 	t.Run("delete", func(t *testing.T) {
-		twWantErr(t, w.at(t).del("admin", gone.ID), ErrNotFound)
+		wantErrorIs(t, w.at(t).del("admin", gone.ID), ErrNotFound)
 	})
 	t.Run("tokens that have not expired yet", func(t *testing.T) {
 		if _, err := w.at(t).get("admin", keep2.ID); err != nil {
@@ -115,12 +117,12 @@ func TestExpiredTokenIsGone(t *testing.T) {
 // An expired token is no dedupe target, and dedupe goes on working for
 // the token created in its place.
 func TestExpiredTokenIsNoDedupeTarget(t *testing.T) {
-	w := newTWWorld(t, nil)
-	in := TokenInput{Type: "card", Data: twCard(twVisa, twCVC), DeduplicateToken: boolPtr(true)}
+	w := newTokenWorld(t, nil)
+	in := TokenInput{Type: "card", Data: cardData(testVisa, testCVC), DeduplicateToken: boolPtr(true)}
 	old := in
 	old.ExpiresAt = w.expiresIn(time.Hour)
 	first := w.mustCreate("admin", old)
-	twAdvance(w.clock, 2*time.Hour)
+	w.clock.Advance(2 * time.Hour)
 
 	second := w.mustCreate("admin", in)
 	if second.ID == first.ID || second.Extras != nil {
@@ -142,14 +144,14 @@ func TestExpiredTokenIsNoDedupeTarget(t *testing.T) {
 // A caller id freed by expiry can be used again, and the type counts stay
 // right.
 func TestExpiredTokenIDReusable(t *testing.T) {
-	w := newTWWorld(t, nil)
-	w.mustCreate("admin", TokenInput{ID: "reuse-me", Type: "card", Data: twCard(twVisa, ""), ExpiresAt: w.expiresIn(time.Hour)})
-	if _, err := w.create("admin", TokenInput{ID: "reuse-me", Type: "card", Data: twCard(twVisa, "")}); !errors.Is(err, ErrConflict) {
+	w := newTokenWorld(t, nil)
+	w.mustCreate("admin", TokenInput{ID: "reuse-me", Type: "card", Data: cardData(testVisa, ""), ExpiresAt: w.expiresIn(time.Hour)})
+	if _, err := w.create("admin", TokenInput{ID: "reuse-me", Type: "card", Data: cardData(testVisa, "")}); !errors.Is(err, ErrConflict) {
 		t.Fatalf("live id reused: %v", err)
 	}
-	twAdvance(w.clock, 2*time.Hour)
-	tok := w.mustCreate("admin", TokenInput{ID: "reuse-me", Type: "card", Data: twCard(twVisa2, "")})
-	if got := w.mustGet("admin", tok.ID); got.Data.(map[string]any)["number"] != twVisa2 || got.ExpiresAt != nil {
+	w.clock.Advance(2 * time.Hour)
+	tok := w.mustCreate("admin", TokenInput{ID: "reuse-me", Type: "card", Data: cardData(testVisa2, "")})
+	if got := w.mustGet("admin", tok.ID); got.Data.(map[string]any)["number"] != testVisa2 || got.ExpiresAt != nil {
 		t.Errorf("reused id reads %+v", got)
 	}
 	if n := w.usage().TokenReport.MetricsByType["card"].Count; n != 1 {
@@ -167,12 +169,12 @@ func TestExpiredTokenIDReusable(t *testing.T) {
 }
 
 func TestSweepPurgesExpiredTokens(t *testing.T) {
-	w := newTWWorld(t, map[string]string{"fingerprint_tokens": "true"})
-	soon := w.mustCreate("admin", TokenInput{Type: "card", Data: twCard(twVisa, twCVC), ExpiresAt: w.expiresIn(time.Hour),
+	w := newTokenWorld(t, map[string]string{"fingerprint_tokens": "true"})
+	soon := w.mustCreate("admin", TokenInput{Type: "card", Data: cardData(testVisa, testCVC), ExpiresAt: w.expiresIn(time.Hour),
 		SearchIndexes: []string{"{{ data.number | last4 }}"}, DeduplicateToken: boolPtr(true)})
-	later := w.mustCreate("admin", TokenInput{Type: "card", Data: twCard(twVisa2, ""), ExpiresAt: w.expiresIn(3 * time.Hour),
+	later := w.mustCreate("admin", TokenInput{Type: "card", Data: cardData(testVisa2, ""), ExpiresAt: w.expiresIn(3 * time.Hour),
 		SearchIndexes: []string{"{{ data.number | last4 }}"}})
-	never := w.mustCreate("admin", TokenInput{Type: "bank", Data: twBank(twRouting, twAccount)})
+	never := w.mustCreate("admin", TokenInput{Type: "bank", Data: bankData(testRouting, testAccount)})
 	moved := w.mustCreate("admin", TokenInput{Type: "token", Data: "moved", ExpiresAt: w.expiresIn(time.Hour)})
 	w.mustUpdate("admin", moved.ID, map[string]any{"expires_at": w.expiresIn(5 * time.Hour)})
 	full := []string{"exp", "fpc", "fpx", "six", "tok", "tokc"}
@@ -184,7 +186,7 @@ func TestSweepPurgesExpiredTokens(t *testing.T) {
 		t.Fatalf("a sweep before expiry changed entries: %v", got)
 	}
 
-	twAdvance(w.clock, 2*time.Hour)
+	w.clock.Advance(2 * time.Hour)
 	if err := w.s.Sweep(w.ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +207,7 @@ func TestSweepPurgesExpiredTokens(t *testing.T) {
 		t.Errorf("usage after the sweep = %+v", rep.MetricsByType)
 	}
 
-	twAdvance(w.clock, 4*time.Hour)
+	w.clock.Advance(4 * time.Hour)
 	if err := w.s.Sweep(w.ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -228,10 +230,10 @@ func TestSweepPurgesExpiredTokens(t *testing.T) {
 
 // expires_at may carry nanoseconds; the token is still purged once expired.
 func TestSweepPurgesExpiryWithNanoseconds(t *testing.T) {
-	w := newTWWorld(t, nil)
+	w := newTokenWorld(t, nil)
 	at := w.clock.Peek().Add(time.Hour).Truncate(time.Second).Add(123456789)
 	tok := w.mustCreate("admin", TokenInput{Type: "token", Data: "x", ExpiresAt: at.Format(time.RFC3339Nano)})
-	twAdvance(w.clock, 2*time.Hour)
+	w.clock.Advance(2 * time.Hour)
 	if _, err := w.get("admin", tok.ID); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("expired token: %v", err)
 	}
@@ -249,9 +251,9 @@ func TestSweepPurgesExpiryWithNanoseconds(t *testing.T) {
 	}
 }
 
-// twCVCSlot returns the cvc-keys slot of the epoch a card's CVC is sealed
+// cvcSlot returns the cvc-keys slot of the epoch a card's CVC is sealed
 // under, read from the file.
-func twCVCSlot(tb testing.TB, dir string, epoch int64) []byte {
+func cvcSlot(tb testing.TB, dir string, epoch int64) []byte {
 	tb.Helper()
 	f, err := os.Open(filepath.Join(dir, cvcFileName))
 	if err != nil {
@@ -265,8 +267,8 @@ func twCVCSlot(tb testing.TB, dir string, epoch int64) []byte {
 	return buf
 }
 
-// twCVCState returns a card's CVC epoch and retention end as stored.
-func (w *twWorld) cvcState(id string) (int64, time.Time) {
+// cvcState returns a card's CVC epoch and retention end as stored.
+func (w *tokenWorld) cvcState(id string) (int64, time.Time) {
 	w.tb.Helper()
 	rec, err := w.record(id)
 	if err != nil {
@@ -278,7 +280,7 @@ func (w *twWorld) cvcState(id string) (int64, time.Time) {
 	return int64(binary.BigEndian.Uint64(rec.CVC[:cvcKeyHeader])), rec.CVCExpiresAt.Time
 }
 
-func twCVCOf(tok *Token) any {
+func cvcOf(tok *Token) any {
 	m, _ := tok.Data.(map[string]any)
 	return m["cvc"]
 }
@@ -286,32 +288,32 @@ func twCVCOf(tok *Token) any {
 // A card's CVC is revealed until the tenant's CVC retention (default one
 // hour) passes, then no longer; the card stays.
 func TestCVCRetention(t *testing.T) {
-	w := newTWWorld(t, nil)
+	w := newTokenWorld(t, nil)
 	created := w.clock.Peek()
-	tok := w.mustCreate("admin", TokenInput{Type: "card", Data: twCard(twVisa, twCVC)})
+	tok := w.mustCreate("admin", TokenInput{Type: "card", Data: cardData(testVisa, testCVC)})
 	_, until := w.cvcState(tok.ID)
 	if d := until.Sub(created); d < time.Hour || d > time.Hour+time.Second {
 		t.Fatalf("cvc retained for %v, want the default hour", d)
 	}
-	twAdvance(w.clock, until.Add(-time.Second).Sub(w.clock.Peek()))
-	if got := twCVCOf(w.mustGet("admin", tok.ID)); got != twCVC {
+	w.clock.Advance(until.Add(-time.Second).Sub(w.clock.Peek()))
+	if got := cvcOf(w.mustGet("admin", tok.ID)); got != testCVC {
 		t.Errorf("cvc a second before retention ends = %v", got)
 	}
-	twAdvance(w.clock, 2*time.Second)
+	w.clock.Advance(2 * time.Second)
 	got := w.mustGet("admin", tok.ID)
-	if c := twCVCOf(got); c != nil {
+	if c := cvcOf(got); c != nil {
 		t.Errorf("cvc after retention = %v", c)
 	}
-	if !twSameJSON(t, got.Data, `{"number":"4242424242424242","expiration_month":12,"expiration_year":2030}`) {
-		t.Errorf("card after retention = %s", twJSON(t, got.Data))
+	if !jsonEqual(t, got.Data, `{"number":"4242424242424242","expiration_month":12,"expiration_year":2030}`) {
+		t.Errorf("card after retention = %s", encodeJSON(t, got.Data))
 	}
 	toks, _ := w.mustList("admin", TokenFilter{}, 0, 10)
-	if c := twCVCOf(toks[0]); c != nil {
+	if c := cvcOf(toks[0]); c != nil {
 		t.Errorf("listed cvc after retention = %v", c)
 	}
 	// a new cvc is retained anew
-	w.mustUpdate("admin", tok.ID, twPatch(t, `{"data":{"cvc":"4821"}}`))
-	if c := twCVCOf(w.mustGet("admin", tok.ID)); c != twCVC2 {
+	w.mustUpdate("admin", tok.ID, patchBody(t, `{"data":{"cvc":"4821"}}`))
+	if c := cvcOf(w.mustGet("admin", tok.ID)); c != testCVC2 {
 		t.Errorf("cvc set after retention = %v", c)
 	}
 }
@@ -319,16 +321,16 @@ func TestCVCRetention(t *testing.T) {
 // The first sweep after a CVC's retention destroys its key.
 func TestCVCKeyShreddedBySweepAfterRetention(t *testing.T) {
 	badgerOnly(t)
-	w := newTWWorld(t, nil)
-	tok := w.mustCreate("admin", TokenInput{Type: "card", Data: twCard(twVisa, twCVC)})
+	w := newTokenWorld(t, nil)
+	tok := w.mustCreate("admin", TokenInput{Type: "card", Data: cardData(testVisa, testCVC)})
 	epoch, until := w.cvcState(tok.ID)
 	// the sweep runs every sweepInterval: the first run after the end of
 	// retention is at most that long after it
-	twAdvance(w.clock, until.Add(sweepInterval).Sub(w.clock.Peek()))
+	w.clock.Advance(until.Add(sweepInterval).Sub(w.clock.Peek()))
 	if err := w.s.Sweep(w.ctx); err != nil {
 		t.Fatal(err)
 	}
-	if slot := twCVCSlot(t, w.dir, epoch); !bytes.Equal(slot, make([]byte, cvcSlotSize)) {
+	if slot := cvcSlot(t, w.dir, epoch); !bytes.Equal(slot, make([]byte, cvcSlotSize)) {
 		t.Errorf("the cvc key of a card %v past its retention survives a sweep (its epoch ends %v)",
 			sweepInterval, time.Unix(0, epoch*int64(cvcEpoch)).Sub(until))
 	}
@@ -342,16 +344,16 @@ func TestCVCUnrecoverableAfterSweep(t *testing.T) {
 	clock := newFakeClock()
 	dir := t.TempDir()
 	s := openTestStore(t, Options{Dir: dir, Now: clock.Now, SyncWrites: true})
-	w := newTWWorldOn(t, s, clock, dir, nil)
+	w := newTokenWorldOn(t, s, clock, dir, nil)
 	created := clock.Peek()
-	tok := w.mustCreate("admin", TokenInput{Type: "card", Data: twCard(twVisa, twCVC)})
+	tok := w.mustCreate("admin", TokenInput{Type: "card", Data: cardData(testVisa, testCVC)})
 	epoch, until := w.cvcState(tok.ID)
-	if slot := twCVCSlot(t, dir, epoch); bytes.Equal(slot, make([]byte, cvcSlotSize)) {
+	if slot := cvcSlot(t, dir, epoch); bytes.Equal(slot, make([]byte, cvcSlotSize)) {
 		t.Fatal("the cvc key is not in its slot before the sweep")
 	}
 	// a card whose retention ends in a later epoch keeps its cvc
-	twAdvance(clock, 30*time.Minute)
-	other := w.mustCreate("admin", TokenInput{Type: "card", Data: twCard(twVisa2, twCVC2)})
+	clock.Advance(30 * time.Minute)
+	other := w.mustCreate("admin", TokenInput{Type: "card", Data: cardData(testVisa2, testCVC2)})
 	otherEpoch, otherUntil := w.cvcState(other.ID)
 
 	// past both the retention and the end of the key's epoch
@@ -359,17 +361,17 @@ func TestCVCUnrecoverableAfterSweep(t *testing.T) {
 	if end.Before(until) {
 		end = until
 	}
-	twAdvance(clock, end.Add(time.Second).Sub(clock.Peek()))
+	clock.Advance(end.Add(time.Second).Sub(clock.Peek()))
 	if !clock.Peek().After(until) || !clock.Peek().Before(otherUntil) || otherEpoch == epoch {
 		t.Fatalf("setup: now %v, first until %v, second until %v", clock.Peek(), until, otherUntil)
 	}
 	if err := s.Sweep(w.ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := twCVCOf(w.mustGet("admin", other.ID)); got != twCVC2 {
+	if got := cvcOf(w.mustGet("admin", other.ID)); got != testCVC2 {
 		t.Errorf("the sweep took the cvc of a card still in retention: %v", got)
 	}
-	if got := twCVCOf(w.mustGet("admin", tok.ID)); got != nil {
+	if got := cvcOf(w.mustGet("admin", tok.ID)); got != nil {
 		t.Errorf("cvc after the sweep = %v", got)
 	}
 	rec, err := w.record(tok.ID)
@@ -381,10 +383,10 @@ func TestCVCUnrecoverableAfterSweep(t *testing.T) {
 	}
 	closeTestStore(t, s)
 
-	if slot := twCVCSlot(t, dir, epoch); !bytes.Equal(slot, make([]byte, cvcSlotSize)) {
+	if slot := cvcSlot(t, dir, epoch); !bytes.Equal(slot, make([]byte, cvcSlotSize)) {
 		t.Errorf("cvc-keys slot %d of epoch %d is not zeros after the sweep", epoch%cvcSlots, epoch)
 	}
-	if slot := twCVCSlot(t, dir, otherEpoch); bytes.Equal(slot, make([]byte, cvcSlotSize)) {
+	if slot := cvcSlot(t, dir, otherEpoch); bytes.Equal(slot, make([]byte, cvcSlotSize)) {
 		t.Errorf("the key of a later epoch was shredded")
 	}
 
@@ -400,7 +402,7 @@ func TestCVCUnrecoverableAfterSweep(t *testing.T) {
 		}
 		files = append(files, b)
 		if strings.HasSuffix(path, ".sst") {
-			files = append(files, sstContents(t, path))
+			files = append(files, sstableContents(t, path))
 		}
 		return nil
 	})
@@ -419,20 +421,20 @@ func TestCVCUnrecoverableAfterSweep(t *testing.T) {
 		t.Fatal("the token id is in no file: the scan reads nothing")
 	}
 	// the cvc as it would stand in a JSON record, or after its field name
-	for _, clear := range []string{`"` + twCVC + `"`, `cvc":"` + twCVC, `cvc": "` + twCVC, twVisa} {
+	for _, clear := range []string{`"` + testCVC + `"`, `cvc":"` + testCVC, `cvc": "` + testCVC, testVisa} {
 		if found(clear) {
-			t.Errorf("%q found in clear in the data directory", strings.ReplaceAll(clear, twCVC, "<CVC>"))
+			t.Errorf("%q found in clear in the data directory", strings.ReplaceAll(clear, testCVC, "<CVC>"))
 		}
 	}
 
 	// the master key and a clock set back do not bring it back
-	back := &fakeClock{t: created.Add(time.Minute), step: time.Millisecond}
+	back := testclock.NewStepping(created.Add(time.Minute), time.Millisecond)
 	s2 := openTestStore(t, Options{Dir: dir, Now: back.Now})
-	w2 := &twWorld{tb: t, ctx: w.ctx, s: s2, clock: back, dir: dir, tenant: w.tenant, apps: w.apps}
-	if got := twCVCOf(w2.mustGet("admin", tok.ID)); got != nil {
+	w2 := &tokenWorld{tb: t, ctx: w.ctx, s: s2, clock: back, dir: dir, tenant: w.tenant, apps: w.apps}
+	if got := cvcOf(w2.mustGet("admin", tok.ID)); got != nil {
 		t.Errorf("reopened store with the clock set back reveals cvc %v", got)
 	}
-	if got := twCVCOf(w2.mustGet("admin", other.ID)); got != twCVC2 {
+	if got := cvcOf(w2.mustGet("admin", other.ID)); got != testCVC2 {
 		t.Errorf("reopened store lost the cvc of a card in retention: %v", got)
 	}
 }
@@ -454,9 +456,9 @@ func TestCVCNotKeptInDerivedValues(t *testing.T) {
 		{"search index over all the data", TokenInput{SearchIndexes: []string{"{{ data | json: '$' | stringify }}"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := newTWWorld(t, nil)
+			w := newTokenWorld(t, nil)
 			in := tc.in
-			in.Type, in.Data = "card", twCard(twVisa, twCVC)
+			in.Type, in.Data = "card", cardData(testVisa, testCVC)
 			tok, err := w.create("admin", in)
 			if err != nil {
 				var v *ValidationError
@@ -466,23 +468,23 @@ func TestCVCNotKeptInDerivedValues(t *testing.T) {
 				return // refused: fine
 			}
 			_, until := w.cvcState(tok.ID)
-			twAdvance(w.clock, until.Add(cvcEpoch+time.Minute).Sub(w.clock.Peek()))
+			w.clock.Advance(until.Add(cvcEpoch + time.Minute).Sub(w.clock.Peek()))
 			if err := w.s.Sweep(w.ctx); err != nil {
 				t.Fatal(err)
 			}
-			if twCVCOf(w.mustGet("admin", tok.ID)) != nil {
+			if cvcOf(w.mustGet("admin", tok.ID)) != nil {
 				t.Fatal("cvc still revealed")
 			}
 			tk := w.keys()
-			full := twCard(twVisa, twCVC)
-			derived := map[string]bool{twCVC: true}
+			full := cardData(testVisa, testCVC)
+			derived := map[string]bool{testCVC: true}
 			if s, err := evaluateString("{{ data | stringify }}", map[string]any{"data": full}); err == nil {
 				derived[s] = true
 			}
 			if s, err := evaluateString("{{ data | json: '$' | stringify }}", map[string]any{"data": full}); err == nil {
 				derived[s] = true
 			}
-			if strings.Contains(tok.ID, twCVC) {
+			if strings.Contains(tok.ID, testCVC) {
 				t.Errorf("the token id holds the cvc in clear")
 			}
 			rec, err := w.record(tok.ID)
@@ -502,9 +504,9 @@ func TestCVCNotKeptInDerivedValues(t *testing.T) {
 	}
 }
 
-// twHoldsCVC reports whether a token's JSON holds the test CVC as a value
+// holdsCVC reports whether a token's JSON holds the test CVC as a value
 // of its own: a random id or time may hold its four digits by chance.
-func twHoldsCVC(raw string) bool { return strings.Contains(raw, `"`+twCVC+`"`) }
+func holdsCVC(raw string) bool { return strings.Contains(raw, `"`+testCVC+`"`) }
 
 // An expiry beyond the bound is refused: its Unix nanoseconds would
 // overflow the expiry queue's key and stall the purge for every tenant.

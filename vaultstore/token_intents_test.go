@@ -9,15 +9,15 @@ import (
 	"time"
 )
 
-// tiWorld is a token world with the applications intents need: a public
+// tokenIntentWorld is a token world with the applications intents need: a public
 // application that creates intents, and a private back end that reads,
 // deletes and converts them.
-type tiWorld struct {
-	*twWorld
+type tokenIntentWorld struct {
+	*tokenWorld
 	public, backend, reader *Application
 }
 
-func newTIWorld(tb testing.TB, o Options) *tiWorld {
+func newTokenIntentWorld(tb testing.TB, o Options) *tokenIntentWorld {
 	tb.Helper()
 	clock := newFakeClock()
 	if o.Dir == "" {
@@ -25,7 +25,7 @@ func newTIWorld(tb testing.TB, o Options) *tiWorld {
 	}
 	o.Now = clock.Now
 	s := openTestStore(tb, o)
-	w := &tiWorld{twWorld: newTWWorldOn(tb, s, clock, o.Dir, nil)}
+	w := &tokenIntentWorld{tokenWorld: newTokenWorldOn(tb, s, clock, o.Dir, nil)}
 	w.public, _ = mustCreateApp(tb, s, w.tenant.ID, ApplicationInput{Name: "web", Type: AppPublic,
 		Permissions: []string{"token-intent:create"}})
 	w.backend, _ = mustCreateApp(tb, s, w.tenant.ID, ApplicationInput{Name: "backend", Type: AppPrivate,
@@ -35,15 +35,15 @@ func newTIWorld(tb testing.TB, o Options) *tiWorld {
 	return w
 }
 
-func (w *tiWorld) as(app *Application) TokenRequest {
+func (w *tokenIntentWorld) as(app *Application) TokenRequest {
 	return TokenRequest{Tenant: w.tenant, Application: app}
 }
 
-func (w *tiWorld) mustIntent(in TokenIntentInput) *TokenIntent {
+func (w *tokenIntentWorld) mustIntent(in TokenIntentInput) *TokenIntent {
 	w.tb.Helper()
 	ti, err := w.s.CreateTokenIntent(w.ctx, w.as(w.public), in)
 	if err != nil {
-		w.tb.Fatalf("CreateTokenIntent: %v", twNote(w.tb, err))
+		w.tb.Fatalf("CreateTokenIntent: %v", noSecretIn(w.tb, err))
 	}
 	return ti
 }
@@ -51,65 +51,65 @@ func (w *tiWorld) mustIntent(in TokenIntentInput) *TokenIntent {
 // TestCreateTokenIntent: an intent answers its details and fingerprint,
 // never its data, lives 24 hours, and is sealed.
 func TestCreateTokenIntent(t *testing.T) {
-	w := newTIWorld(t, Options{})
+	w := newTokenIntentWorld(t, Options{})
 	now := w.clock.Peek()
-	ti := w.mustIntent(TokenIntentInput{Type: "card", Data: twCard(twVisa, twCVC)})
+	ti := w.mustIntent(TokenIntentInput{Type: "card", Data: cardData(testVisa, testCVC)})
 	if ti.ID == "" || ti.Type != "card" || ti.TenantID != w.tenant.ID || ti.CreatedBy != w.public.ID || ti.Fingerprint == "" {
-		t.Errorf("intent = %s", twJSON(t, ti))
+		t.Errorf("intent = %s", encodeJSON(t, ti))
 	}
-	if got := twJSON(t, ti.Card); got != `{"bin":"42424242","last4":"4242","expiration_month":12,"expiration_year":2030,"brand":"visa"}` {
+	if got := encodeJSON(t, ti.Card); got != `{"bin":"42424242","last4":"4242","expiration_month":12,"expiration_year":2030,"brand":"visa"}` {
 		t.Errorf("card = %s", got)
 	}
 	if ti.ExpiresAt == nil || ti.CreatedAt == nil || ti.ExpiresAt.Sub(ti.CreatedAt.Time) != TokenIntentTTL || ti.CreatedAt.Before(now) {
 		t.Errorf("created %v, expires %v", ti.CreatedAt, ti.ExpiresAt)
 	}
-	raw := twJSON(t, ti)
-	if strings.Contains(raw, twVisa) || strings.Contains(raw, twCVC) || strings.Contains(raw, `"data"`) {
+	raw := encodeJSON(t, ti)
+	if strings.Contains(raw, testVisa) || strings.Contains(raw, testCVC) || strings.Contains(raw, `"data"`) {
 		t.Errorf("the answer holds data: %s", raw)
 	}
 	for _, v := range kvValues(t, w.s, "v1/t/"+w.tenant.ID+"/") {
-		if strings.Contains(v, twVisa) || strings.Contains(v, "42424242") {
+		if strings.Contains(v, testVisa) || strings.Contains(v, "42424242") {
 			t.Fatal("a stored value holds the card in clear")
 		}
 	}
 	// the fingerprint is the one a token of the same card gets
-	tok := w.mustCreate("admin", TokenInput{Type: "card", Data: twCard(twVisa, ""), FingerprintExpression: "{{ data.number }}"})
+	tok := w.mustCreate("admin", TokenInput{Type: "card", Data: cardData(testVisa, ""), FingerprintExpression: "{{ data.number }}"})
 	if tok.Fingerprint != ti.Fingerprint {
 		t.Errorf("intent fingerprint %s, token fingerprint %s", ti.Fingerprint, tok.Fingerprint)
 	}
-	bank := w.mustIntent(TokenIntentInput{Type: "bank", Data: twBank(twRouting, twAccount)})
-	if got := twJSON(t, bank.Bank); got != `{"routing_number":"021000021","account_number_last4":"1234"}` || bank.Card != nil {
-		t.Errorf("bank intent = %s", twJSON(t, bank))
+	bank := w.mustIntent(TokenIntentInput{Type: "bank", Data: bankData(testRouting, testAccount)})
+	if got := encodeJSON(t, bank.Bank); got != `{"routing_number":"021000021","account_number_last4":"1234"}` || bank.Card != nil {
+		t.Errorf("bank intent = %s", encodeJSON(t, bank))
 	}
 	general := w.mustIntent(TokenIntentInput{Type: "token", Data: map[string]any{"ssn": "123-45-6789"}})
 	if general.Card != nil || general.Bank != nil || general.Fingerprint == "" {
-		t.Errorf("general intent = %s", twJSON(t, general))
+		t.Errorf("general intent = %s", encodeJSON(t, general))
 	}
 }
 
 // TestCreateTokenIntentRefusals: data is validated like a token's, and
 // only an application with token-intent:create may create intents.
 func TestCreateTokenIntentRefusals(t *testing.T) {
-	w := newTIWorld(t, Options{})
+	w := newTokenIntentWorld(t, Options{})
 	for _, tc := range []struct {
 		name   string
 		in     TokenIntentInput
 		fields []string
 	}{
-		{"no type", TokenIntentInput{Data: twCard(twVisa, "")}, []string{"type"}},
+		{"no type", TokenIntentInput{Data: cardData(testVisa, "")}, []string{"type"}},
 		{"unknown type", TokenIntentInput{Type: "cheque", Data: "x"}, []string{"type"}},
 		{"no data", TokenIntentInput{Type: "card"}, []string{"data"}},
-		{"bad luhn", TokenIntentInput{Type: "card", Data: twCard(twBadLuhn, "")}, []string{"data.number"}},
-		{"bad cvc", TokenIntentInput{Type: "card", Data: map[string]any{"number": twVisa, "cvc": "12"}}, []string{"data.cvc"}},
-		{"unknown member", TokenIntentInput{Type: "card", Data: map[string]any{"number": twVisa, "pin": "1234"}}, []string{"data.pin"}},
-		{"bad routing", TokenIntentInput{Type: "bank", Data: twBank("021000022", twAccount)}, []string{"data.routing_number"}},
+		{"bad luhn", TokenIntentInput{Type: "card", Data: cardData(testBadLuhn, "")}, []string{"data.number"}},
+		{"bad cvc", TokenIntentInput{Type: "card", Data: map[string]any{"number": testVisa, "cvc": "12"}}, []string{"data.cvc"}},
+		{"unknown member", TokenIntentInput{Type: "card", Data: map[string]any{"number": testVisa, "pin": "1234"}}, []string{"data.pin"}},
+		{"bad routing", TokenIntentInput{Type: "bank", Data: bankData("021000022", testAccount)}, []string{"data.routing_number"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := w.s.CreateTokenIntent(w.ctx, w.as(w.public), tc.in)
-			twWantFields(t, twNote(t, err), tc.fields...)
+			wantFieldErrors(t, noSecretIn(t, err), tc.fields...)
 		})
 	}
-	_, err := w.s.CreateTokenIntent(w.ctx, w.as(w.reader), TokenIntentInput{Type: "card", Data: twCard(twVisa, "")})
+	_, err := w.s.CreateTokenIntent(w.ctx, w.as(w.reader), TokenIntentInput{Type: "card", Data: cardData(testVisa, "")})
 	var pe *PermissionError
 	if !errors.As(err, &pe) || pe.Permission != "token-intent:create" {
 		t.Errorf("without the permission: %v", err)
@@ -122,32 +122,32 @@ func TestCreateTokenIntentRefusals(t *testing.T) {
 // TestTokenFromIntent: a token made from an intent has its type and data
 // but no CVC, takes the request's other fields, and consumes the intent.
 func TestTokenFromIntent(t *testing.T) {
-	w := newTIWorld(t, Options{})
-	ti := w.mustIntent(TokenIntentInput{Type: "card", Data: twCard(twVisa, twCVC)})
+	w := newTokenIntentWorld(t, Options{})
+	ti := w.mustIntent(TokenIntentInput{Type: "card", Data: cardData(testVisa, testCVC)})
 	tok, err := w.s.CreateToken(w.ctx, w.as(w.backend), TokenInput{TokenIntentID: ti.ID, Metadata: Metadata{"customer": "c1"}})
 	if err != nil {
-		t.Fatal(twNote(t, err))
+		t.Fatal(noSecretIn(t, err))
 	}
 	if tok.Type != "card" || tok.Metadata["customer"] != "c1" || tok.Card == nil || tok.Card.Last4 != "4242" {
-		t.Errorf("token = %s", twJSON(t, tok))
+		t.Errorf("token = %s", encodeJSON(t, tok))
 	}
 	got := w.mustGet("admin", tok.ID) // revealed
 	data := got.Data.(map[string]any)
-	if data["number"] != twVisa || data["cvc"] != nil {
-		t.Errorf("revealed data: number ok %v, cvc %v", data["number"] == twVisa, data["cvc"] != nil)
+	if data["number"] != testVisa || data["cvc"] != nil {
+		t.Errorf("revealed data: number ok %v, cvc %v", data["number"] == testVisa, data["cvc"] != nil)
 	}
 	// consumed: gone to readers, and a second use is told so
 	if _, err := w.s.GetTokenIntent(w.ctx, w.as(w.backend), ti.ID); !errors.Is(err, ErrNotFound) {
 		t.Errorf("get a used intent: %v", err)
 	}
 	_, err = w.s.CreateToken(w.ctx, w.as(w.backend), TokenInput{TokenIntentID: ti.ID})
-	tiWantMessage(t, err, "token_intent_id", msgIntentConsumed)
+	wantFieldMessage(t, err, "token_intent_id", msgIntentConsumed)
 	if err := w.s.DeleteTokenIntent(w.ctx, w.as(w.backend), ti.ID); !errors.Is(err, ErrNotFound) {
 		t.Errorf("delete a used intent: %v", err)
 	}
 	// the used mark holds no data
 	for _, v := range kvValues(t, w.s, "v1/t/"+w.tenant.ID+"/intent/") {
-		if strings.Contains(v, twVisa) {
+		if strings.Contains(v, testVisa) {
 			t.Fatal("the used intent holds the card")
 		}
 	}
@@ -163,14 +163,14 @@ func TestTokenFromIntent(t *testing.T) {
 		return nil
 	})
 	if rec.Data != nil || rec.Card != nil || rec.ConsumedAt == nil {
-		t.Errorf("used intent record: %s", twJSON(t, rec))
+		t.Errorf("used intent record: %s", encodeJSON(t, rec))
 	}
 }
 
-func tiWantMessage(tb testing.TB, err error, field, msg string) {
+func wantFieldMessage(tb testing.TB, err error, field, msg string) {
 	tb.Helper()
 	var v *ValidationError
-	if !errors.As(twNote(tb, err), &v) {
+	if !errors.As(noSecretIn(tb, err), &v) {
 		tb.Fatalf("error %v, want a ValidationError on %s", err, field)
 	}
 	if got := v.Fields[field]; len(v.Fields) != 1 || len(got) != 1 || got[0] != msg {
@@ -181,10 +181,10 @@ func tiWantMessage(tb testing.TB, err error, field, msg string) {
 // TestTokenFromIntentRefusals: every way a token_intent_id cannot be used
 // is a 400 naming the field, and changes nothing.
 func TestTokenFromIntentRefusals(t *testing.T) {
-	w := newTIWorld(t, Options{})
-	other := newTIWorld(t, Options{})
-	foreign := other.mustIntent(TokenIntentInput{Type: "card", Data: twCard(twVisa, "")})
-	live := w.mustIntent(TokenIntentInput{Type: "card", Data: twCard(twVisa, "")})
+	w := newTokenIntentWorld(t, Options{})
+	other := newTokenIntentWorld(t, Options{})
+	foreign := other.mustIntent(TokenIntentInput{Type: "card", Data: cardData(testVisa, "")})
+	live := w.mustIntent(TokenIntentInput{Type: "card", Data: cardData(testVisa, "")})
 	for _, tc := range []struct {
 		name, field, msg string
 		in               TokenInput
@@ -197,7 +197,7 @@ func TestTokenFromIntentRefusals(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := w.s.CreateToken(w.ctx, w.as(w.backend), tc.in)
-			tiWantMessage(t, err, tc.field, tc.msg)
+			wantFieldMessage(t, err, tc.field, tc.msg)
 		})
 	}
 	// the refusals consumed nothing
@@ -206,7 +206,7 @@ func TestTokenFromIntentRefusals(t *testing.T) {
 	}
 	// a caller without token:create on the container consumes nothing
 	writer, _ := mustCreateApp(t, w.s, w.tenant.ID, ApplicationInput{Name: "generalonly", Type: AppPrivate,
-		Rules: []AccessRule{twRule(1, "/general/", TransformReveal, "token:create")}})
+		Rules: []AccessRule{testRule(1, "/general/", TransformReveal, "token:create")}})
 	if _, err := w.s.CreateToken(w.ctx, w.as(writer), TokenInput{TokenIntentID: live.ID}); !errors.Is(err, ErrForbidden) {
 		t.Errorf("without token:create on /pci/: %v", err)
 	}
@@ -214,26 +214,26 @@ func TestTokenFromIntentRefusals(t *testing.T) {
 		t.Errorf("the intent after a forbidden create: %v", err)
 	}
 	// /tokenize does not take intents
-	_, err := w.s.Tokenize(w.ctx, w.as(w.backend), map[string]any{"type": "card", "data": twCard(twVisa, ""), "token_intent_id": live.ID})
+	_, err := w.s.Tokenize(w.ctx, w.as(w.backend), map[string]any{"type": "card", "data": cardData(testVisa, ""), "token_intent_id": live.ID})
 	if err == nil {
 		t.Error("tokenize took a token_intent_id")
 	}
 	// the type, when given, may be the intent's own
 	if _, err := w.s.CreateToken(w.ctx, w.as(w.backend), TokenInput{TokenIntentID: live.ID, Type: "card"}); err != nil {
-		t.Errorf("with the intent's type: %v", twNote(t, err))
+		t.Errorf("with the intent's type: %v", noSecretIn(t, err))
 	}
 }
 
 // TestTokenIntentExpiry: an intent is gone to readers once expired and
 // cannot be used, with a message that says so.
 func TestTokenIntentExpiry(t *testing.T) {
-	w := newTIWorld(t, Options{})
-	ti := w.mustIntent(TokenIntentInput{Type: "card", Data: twCard(twVisa, "")})
-	twAdvance(w.clock, TokenIntentTTL-time.Minute)
+	w := newTokenIntentWorld(t, Options{})
+	ti := w.mustIntent(TokenIntentInput{Type: "card", Data: cardData(testVisa, "")})
+	w.clock.Advance(TokenIntentTTL - time.Minute)
 	if _, err := w.s.GetTokenIntent(w.ctx, w.as(w.backend), ti.ID); err != nil {
 		t.Fatalf("a minute before expiry: %v", err)
 	}
-	twAdvance(w.clock, time.Minute)
+	w.clock.Advance(time.Minute)
 	if _, err := w.s.GetTokenIntent(w.ctx, w.as(w.backend), ti.ID); !errors.Is(err, ErrNotFound) {
 		t.Errorf("get once expired: %v", err)
 	}
@@ -241,7 +241,7 @@ func TestTokenIntentExpiry(t *testing.T) {
 		t.Errorf("delete once expired: %v", err)
 	}
 	_, err := w.s.CreateToken(w.ctx, w.as(w.backend), TokenInput{TokenIntentID: ti.ID})
-	tiWantMessage(t, err, "token_intent_id", msgIntentExpired)
+	wantFieldMessage(t, err, "token_intent_id", msgIntentExpired)
 }
 
 // ttlKV records the time to live of every intent record written.
@@ -282,13 +282,13 @@ func (k *ttlKV) ttl(key string) time.Duration {
 // and a data key rotation re-seals it keeping what is left of its life.
 func TestTokenIntentPurgedByEngine(t *testing.T) {
 	k := &ttlKV{ttls: map[string]time.Duration{}}
-	w := newTIWorld(t, Options{WrapKV: func(inner KV) KV { k.KV = inner; return k }})
-	ti := w.mustIntent(TokenIntentInput{Type: "card", Data: twCard(twVisa, "")})
+	w := newTokenIntentWorld(t, Options{WrapKV: func(inner KV) KV { k.KV = inner; return k }})
+	ti := w.mustIntent(TokenIntentInput{Type: "card", Data: cardData(testVisa, "")})
 	key := string(tokenIntentKey(w.tenant.ID, ti.ID))
 	if got := k.ttl(key); got <= TokenIntentTTL-time.Second || got > TokenIntentTTL {
 		t.Errorf("intent written with ttl %v, want about %v", got, TokenIntentTTL)
 	}
-	twAdvance(w.clock, 10*time.Hour)
+	w.clock.Advance(10 * time.Hour)
 	if _, err := w.s.RotateDataKey(w.ctx, w.tenant.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -300,9 +300,9 @@ func TestTokenIntentPurgedByEngine(t *testing.T) {
 	if _, err := w.s.GetTokenIntent(w.ctx, w.as(w.backend), ti.ID); err != nil {
 		t.Errorf("after the re-seal: %v", err)
 	}
-	twAdvance(w.clock, 4*time.Hour)
+	w.clock.Advance(4 * time.Hour)
 	if _, err := w.s.CreateToken(w.ctx, w.as(w.backend), TokenInput{TokenIntentID: ti.ID}); err != nil {
-		t.Fatal(twNote(t, err))
+		t.Fatal(noSecretIn(t, err))
 	}
 	if got := k.ttl(key); got <= 10*time.Hour-time.Minute || got > 10*time.Hour {
 		t.Errorf("used mark written with ttl %v, want about 10h", got)
@@ -341,15 +341,15 @@ func TestTokenIntentEngineExpiry(t *testing.T) {
 // permissions, stay in the tenant, and every operation is audited
 // without data.
 func TestTokenIntentReadDeleteAudit(t *testing.T) {
-	w := newTIWorld(t, Options{})
-	other := newTIWorld(t, Options{})
-	ti := w.mustIntent(TokenIntentInput{Type: "card", Data: twCard(twVisa, twCVC)})
+	w := newTokenIntentWorld(t, Options{})
+	other := newTokenIntentWorld(t, Options{})
+	ti := w.mustIntent(TokenIntentInput{Type: "card", Data: cardData(testVisa, testCVC)})
 	got, err := w.s.GetTokenIntent(w.ctx, w.as(w.backend), ti.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if twJSON(t, got) != twJSON(t, ti) {
-		t.Errorf("get = %s, create answered %s", twJSON(t, got), twJSON(t, ti))
+	if encodeJSON(t, got) != encodeJSON(t, ti) {
+		t.Errorf("get = %s, create answered %s", encodeJSON(t, got), encodeJSON(t, ti))
 	}
 	var pe *PermissionError
 	if _, err := w.s.GetTokenIntent(w.ctx, w.as(w.reader), ti.ID); !errors.As(err, &pe) || pe.Permission != "token-intent:read" {
@@ -372,7 +372,7 @@ func TestTokenIntentReadDeleteAudit(t *testing.T) {
 		t.Errorf("get after delete: %v", err)
 	}
 	_, err = w.s.CreateToken(w.ctx, w.as(w.backend), TokenInput{TokenIntentID: ti.ID})
-	tiWantMessage(t, err, "token_intent_id", msgIntentUnknown)
+	wantFieldMessage(t, err, "token_intent_id", msgIntentUnknown)
 	logs, _, err := w.s.ListAudit(w.ctx, w.tenant.ID, AuditFilter{EntityType: tokenIntentKind}, "", 100)
 	if err != nil {
 		t.Fatal(err)
@@ -383,7 +383,7 @@ func TestTokenIntentReadDeleteAudit(t *testing.T) {
 			t.Errorf("audit record names %q", l.EntityID)
 		}
 		ops[l.Operation]++
-		if raw := twJSON(t, l); strings.Contains(raw, twVisa) || strings.Contains(raw, "42424242") || strings.Contains(raw, twCVC) {
+		if raw := encodeJSON(t, l); strings.Contains(raw, testVisa) || strings.Contains(raw, "42424242") || strings.Contains(raw, testCVC) {
 			t.Errorf("audit record holds data: %s", raw)
 		}
 	}

@@ -12,26 +12,26 @@ import (
 // than its last four. These tests use the store's API only, as an
 // application would.
 
-// twCapCard is a card number whose hidden digits (between the 8-digit BIN
+// capCard is a card number whose hidden digits (between the 8-digit BIN
 // and the last four) are all different from their neighbours, so a leak
-// of any of them shows; twCapAmex a 15-digit one (BIN of 6); twCapYear a
+// of any of them shows; capAmex a 15-digit one (BIN of 6); capYear a
 // card whose hidden digits are its expiry year, 2030.
 var (
-	twCapCard = twSecret(twLuhn("4123456789", 12345, 16)) // 41234567 8912 345x
-	twCapAmex = twSecret(twLuhn("3712345", 6789012, 15))  // 371234 56789 012x
-	twCapYear = twSecret(twLuhn("45671234", 2030987, 16)) // 45671234 2030 987x
-	twCapAcct = twSecret("6655443322119")
+	capCard    = asSecret(luhnNumber("4123456789", 12345, 16)) // 41234567 8912 345x
+	capAmex    = asSecret(luhnNumber("3712345", 6789012, 15))  // 371234 56789 012x
+	capYear    = asSecret(luhnNumber("45671234", 2030987, 16)) // 45671234 2030 987x
+	capAccount = asSecret("6655443322119")
 )
 
-// twCapUpdater may update and read tokens masked, and create them.
-var twCapUpdater = ApplicationInput{Rules: []AccessRule{twRule(1, "/", TransformMask, "token:create", "token:read", "token:update")}}
+// capUpdater may update and read tokens masked, and create them.
+var capUpdater = ApplicationInput{Rules: []AccessRule{testRule(1, "/", TransformMask, "token:create", "token:read", "token:update")}}
 
-// twCapWorld is a token world with the applications of these tests.
-func twCapWorld(tb testing.TB) *twWorld {
-	w := newTWWorld(tb, nil)
+// newMaskCapWorld is a token world with the applications of these tests.
+func newMaskCapWorld(tb testing.TB) *tokenWorld {
+	w := newTokenWorld(tb, nil)
 	for name, in := range map[string]ApplicationInput{
-		"cap-updater":   twCapUpdater,
-		"cap-writeonly": {Rules: []AccessRule{twRule(1, "/", TransformMask, "token:create", "token:update")}},
+		"cap-updater":   capUpdater,
+		"cap-writeonly": {Rules: []AccessRule{testRule(1, "/", TransformMask, "token:create", "token:update")}},
 		"cap-plain":     {Permissions: []string{"token:create", "token:read", "token:update", "token:use"}},
 	} {
 		in.Name, in.Type = name, AppPrivate
@@ -40,9 +40,9 @@ func twCapWorld(tb testing.TB) *twWorld {
 	return w
 }
 
-// twHidden returns the digits of a card or account number a mask may
+// hiddenDigits returns the digits of a card or account number a mask may
 // not show.
-func twHidden(number string, bank bool) string {
+func hiddenDigits(number string, bank bool) string {
 	if bank {
 		return number[:len(number)-4]
 	}
@@ -53,17 +53,17 @@ func twHidden(number string, bank bool) string {
 	return number[bin : len(number)-4]
 }
 
-// twShowsHidden reports whether a value, as JSON, shows a hidden digit
+// revealsHidden reports whether a value, as JSON, shows a hidden digit
 // run of the number: the run itself, reversed, or the whole number
 // spaced out, anywhere in its digits.
-func twShowsHidden(tb testing.TB, v any, number string, bank bool) bool {
+func revealsHidden(tb testing.TB, v any, number string, bank bool) bool {
 	tb.Helper()
 	if v == nil {
 		return false
 	}
-	// the expiry is shown by design (twCapYear's hidden digits are its
+	// the expiry is shown by design (capYear's hidden digits are its
 	// year)
-	raw := strings.NewReplacer(`"expiration_year":2030`, "", `"expiration_month":12`, "").Replace(twJSON(tb, v))
+	raw := strings.NewReplacer(`"expiration_year":2030`, "", `"expiration_month":12`, "").Replace(encodeJSON(tb, v))
 	var digits strings.Builder
 	for _, r := range raw {
 		if r >= '0' && r <= '9' {
@@ -71,7 +71,7 @@ func twShowsHidden(tb testing.TB, v any, number string, bank bool) bool {
 		}
 	}
 	d := digits.String()
-	hidden := twHidden(number, bank)
+	hidden := hiddenDigits(number, bank)
 	rev := []byte(hidden)
 	for i, j := 0, len(rev)-1; i < j; i, j = i+1, j-1 {
 		rev[i], rev[j] = rev[j], rev[i]
@@ -79,8 +79,8 @@ func twShowsHidden(tb testing.TB, v any, number string, bank bool) bool {
 	return strings.Contains(d, hidden) || strings.Contains(d, string(rev)) || strings.Contains(d, number)
 }
 
-// twWantField fails unless err is a ValidationError naming field.
-func twWantField(tb testing.TB, err error, field, what string) {
+// wantFieldProblem fails unless err is a ValidationError naming field.
+func wantFieldProblem(tb testing.TB, err error, field, what string) {
 	tb.Helper()
 	if err == nil {
 		tb.Fatalf("%s: accepted, want a validation error on %q", what, field)
@@ -94,23 +94,23 @@ func twWantField(tb testing.TB, err error, field, what string) {
 	}
 }
 
-// twHostileMask is a mask an attacker sets on a token, and the token it
+// hostileMask is a mask an attacker sets on a token, and the token it
 // is set on.
-type twHostileMask struct {
+type hostileMask struct {
 	name   string
 	typ    string
 	number string // the card or account number the token holds
 	mask   any
 }
 
-func twHostileMasks() []twHostileMask {
-	c, amex, acct := twCapCard, twCapAmex, twCapAcct
+func hostileMasks() []hostileMask {
+	c, amex, acct := capCard, capAmex, capAccount
 	digitToLetter := "{{ data.number | slice: 8, 4"
 	for d := 0; d <= 9; d++ {
 		digitToLetter += fmt.Sprintf(" | replace: '%d', '%c'", d, 'a'+d)
 	}
 	digitToLetter += " }}"
-	return []twHostileMask{
+	return []hostileMask{
 		{"whole number", "card", c, map[string]any{"number": "{{ data.number }}"}},
 		{"reveal_last the length", "card", c, map[string]any{"number": "{{ data.number | reveal_last: 16 }}"}},
 		{"reveal_last 8", "card", c, "{{ data.number | reveal_last: 8 }}"},
@@ -142,7 +142,7 @@ func twHostileMasks() []twHostileMask {
 		{"alias keeping the hidden digits", "card", c, "{{ data.number | alias_preserve_format: 12, 0 }}"},
 		{"number written in the template", "card", c, map[string]any{"note": c[:4] + " " + c[4:8] + " " + c[8:12] + " " + c[12:]}},
 		{"number in a comment", "card", c, "{% comment %}" + c + "{% endcomment %}{{ data.number | last4 }}"},
-		{"the number spelled out from allowed parts", "card", twCapYear, "{{ data.number | slice: 0, 8 }}{{ data.expiration_year }}{{ data.number | last4 }}"},
+		{"the number spelled out from allowed parts", "card", capYear, "{{ data.number | slice: 0, 8 }}{{ data.expiration_year }}{{ data.number | last4 }}"},
 		{"amex BIN of 8", "card", amex, "{{ data.number | slice: 0, 8 }}"},
 		{"amex reveal 6, 5", "card", amex, "{{ data.number | reveal: 6, 5 }}"},
 		{"account number", "bank", acct, map[string]any{"account_number": "{{ data.account_number }}"}},
@@ -152,42 +152,42 @@ func twHostileMasks() []twHostileMask {
 	}
 }
 
-// twCapData is token data holding number.
-func twCapData(typ, number string) map[string]any {
+// capData is token data holding number.
+func capData(typ, number string) map[string]any {
 	if typ == "bank" {
-		return twBank(twRouting, number)
+		return bankData(testRouting, number)
 	}
-	return twCard(number, twCVC)
+	return cardData(number, testCVC)
 }
 
 // TestMaskCapRefusesHostileMasks: a mask that could show more of the
 // number than allowed is refused on create, tokenize and update, and the
 // token keeps showing only what is allowed.
 func TestMaskCapRefusesHostileMasks(t *testing.T) {
-	w := twCapWorld(t)
-	for _, tc := range twHostileMasks() {
+	w := newMaskCapWorld(t)
+	for _, tc := range hostileMasks() {
 		t.Run(tc.name, func(t *testing.T) {
 			w := w.at(t)
 			bank := tc.typ == "bank"
 			for _, app := range []string{"cap-writeonly", "cap-updater", "admin"} {
-				tok, err := w.create(app, TokenInput{Type: tc.typ, Data: twCapData(tc.typ, tc.number), Mask: tc.mask})
-				if err == nil && twShowsHidden(t, tok.Data, tc.number, bank) {
-					t.Errorf("the create answer to %s shows the number: %s", app, twJSON(t, tok.Data))
+				tok, err := w.create(app, TokenInput{Type: tc.typ, Data: capData(tc.typ, tc.number), Mask: tc.mask})
+				if err == nil && revealsHidden(t, tok.Data, tc.number, bank) {
+					t.Errorf("the create answer to %s shows the number: %s", app, encodeJSON(t, tok.Data))
 				}
-				twWantField(t, err, "mask", "create by "+app)
+				wantFieldProblem(t, err, "mask", "create by "+app)
 			}
 			_, err := w.tokenize("cap-writeonly", map[string]any{"x": map[string]any{
-				"type": tc.typ, "data": twCapData(tc.typ, tc.number), "mask": tc.mask}})
-			twWantField(t, err, "x.mask", "tokenize")
+				"type": tc.typ, "data": capData(tc.typ, tc.number), "mask": tc.mask}})
+			wantFieldProblem(t, err, "x.mask", "tokenize")
 
-			tok := w.mustCreate("admin", TokenInput{Type: tc.typ, Data: twCapData(tc.typ, tc.number)})
+			tok := w.mustCreate("admin", TokenInput{Type: tc.typ, Data: capData(tc.typ, tc.number)})
 			got, err := w.update("admin", tok.ID, map[string]any{"mask": tc.mask})
-			if err == nil && twShowsHidden(t, got.Data, tc.number, bank) {
-				t.Errorf("the update answer shows the number: %s", twJSON(t, got.Data))
+			if err == nil && revealsHidden(t, got.Data, tc.number, bank) {
+				t.Errorf("the update answer shows the number: %s", encodeJSON(t, got.Data))
 			}
-			twWantField(t, err, "mask", "update")
-			if read := w.mustGet("cap-updater", tok.ID); twShowsHidden(t, read.Data, tc.number, bank) {
-				t.Errorf("a masked read shows the number: %s", twJSON(t, read.Data))
+			wantFieldProblem(t, err, "mask", "update")
+			if read := w.mustGet("cap-updater", tok.ID); revealsHidden(t, read.Data, tc.number, bank) {
+				t.Errorf("a masked read shows the number: %s", encodeJSON(t, read.Data))
 			}
 		})
 	}
@@ -195,46 +195,46 @@ func TestMaskCapRefusesHostileMasks(t *testing.T) {
 
 // TestMaskCapKeepsAllowedMasks: masks that show at most the BIN, the
 // last four and the other members work, including ones whose digits
-// happen to equal hidden digits (the expiry year of twCapYear).
+// happen to equal hidden digits (the expiry year of capYear).
 func TestMaskCapKeepsAllowedMasks(t *testing.T) {
-	w := twCapWorld(t)
+	w := newMaskCapWorld(t)
 	tests := []struct {
 		name, typ, number string
 		mask              any
 		want              string // the masked data as JSON; "" to skip (random)
 	}{
-		{"default", "card", twCapCard, nil, `{"expiration_month":12,"expiration_year":2030,"number":"XXXXXXXXXXXX` + twCapCard[12:] + `"}`},
-		{"last4", "card", twCapCard, "{{ data.number | last4 }}", `"` + twCapCard[12:] + `"`},
-		{"BIN and last4", "card", twCapCard, "{{ data.number | reveal: 8, 4 }}", `"` + twCapCard[:8] + `XXXX` + twCapCard[12:] + `"`},
-		{"BIN of 6 and last4", "card", twCapCard, "{{ data.number | reveal: 6, 4, '*' }}", `"` + twCapCard[:6] + `******` + twCapCard[12:] + `"`},
-		{"BIN slice", "card", twCapCard, map[string]any{"bin": "{{ data.number | slice: 0, 8 }}", "l": "{{ data.number | last4 }}"},
-			`{"bin":"` + twCapCard[:8] + `","l":"` + twCapCard[12:] + `"}`},
-		{"amex BIN of 6", "card", twCapAmex, "{{ data.number | reveal: 6, 4 }}", `"` + twCapAmex[:6] + `XXXXX` + twCapAmex[11:] + `"`},
-		{"length", "card", twCapCard, "{{ data.number | size }}", `16`},
-		{"expiry", "card", twCapCard, "{{ data.expiration_month }}/{{ data.expiration_year }} {{ data.number | last4 }}", `"12/2030 ` + twCapCard[12:] + `"`},
-		{"expiry equal to hidden digits", "card", twCapYear,
+		{"default", "card", capCard, nil, `{"expiration_month":12,"expiration_year":2030,"number":"XXXXXXXXXXXX` + capCard[12:] + `"}`},
+		{"last4", "card", capCard, "{{ data.number | last4 }}", `"` + capCard[12:] + `"`},
+		{"BIN and last4", "card", capCard, "{{ data.number | reveal: 8, 4 }}", `"` + capCard[:8] + `XXXX` + capCard[12:] + `"`},
+		{"BIN of 6 and last4", "card", capCard, "{{ data.number | reveal: 6, 4, '*' }}", `"` + capCard[:6] + `******` + capCard[12:] + `"`},
+		{"BIN slice", "card", capCard, map[string]any{"bin": "{{ data.number | slice: 0, 8 }}", "l": "{{ data.number | last4 }}"},
+			`{"bin":"` + capCard[:8] + `","l":"` + capCard[12:] + `"}`},
+		{"amex BIN of 6", "card", capAmex, "{{ data.number | reveal: 6, 4 }}", `"` + capAmex[:6] + `XXXXX` + capAmex[11:] + `"`},
+		{"length", "card", capCard, "{{ data.number | size }}", `16`},
+		{"expiry", "card", capCard, "{{ data.expiration_month }}/{{ data.expiration_year }} {{ data.number | last4 }}", `"12/2030 ` + capCard[12:] + `"`},
+		{"expiry equal to hidden digits", "card", capYear,
 			map[string]any{"n": "{{ data.number | reveal: 8, 4 }}", "y": "{{ data.expiration_year }}", "exp": "{{ data.expiration_month }}/{{ data.expiration_year }}"},
-			`{"exp":"12/2030","n":"` + twCapYear[:8] + `XXXX` + twCapYear[12:] + `","y":2030}`},
-		{"alias keeping BIN and last4", "card", twCapCard, "{{ data.number | alias_preserve_format: 8, 4 }}", ""},
-		{"two aliases", "card", twCapCard, map[string]any{"a": "{{ data.number | alias_preserve_length: 0, 4 }}", "b": "{{ data.number | alias_preserve_format: 6, 4 }}"}, ""},
-		{"literal text", "card", twCapCard, map[string]any{"brand": "visa", "n": "**** {{ data.number | last4 }}"}, `{"brand":"visa","n":"**** ` + twCapCard[12:] + `"}`},
-		{"bank default", "bank", twCapAcct, nil, `{"account_number":"XXXXXXXXX` + twCapAcct[9:] + `","routing_number":"` + twRouting + `"}`},
-		{"bank last4 and routing", "bank", twCapAcct, "{{ data.routing_number }}/{{ data.account_number | last4 }}", `"` + twRouting + `/` + twCapAcct[9:] + `"`},
+			`{"exp":"12/2030","n":"` + capYear[:8] + `XXXX` + capYear[12:] + `","y":2030}`},
+		{"alias keeping BIN and last4", "card", capCard, "{{ data.number | alias_preserve_format: 8, 4 }}", ""},
+		{"two aliases", "card", capCard, map[string]any{"a": "{{ data.number | alias_preserve_length: 0, 4 }}", "b": "{{ data.number | alias_preserve_format: 6, 4 }}"}, ""},
+		{"literal text", "card", capCard, map[string]any{"brand": "visa", "n": "**** {{ data.number | last4 }}"}, `{"brand":"visa","n":"**** ` + capCard[12:] + `"}`},
+		{"bank default", "bank", capAccount, nil, `{"account_number":"XXXXXXXXX` + capAccount[9:] + `","routing_number":"` + testRouting + `"}`},
+		{"bank last4 and routing", "bank", capAccount, "{{ data.routing_number }}/{{ data.account_number | last4 }}", `"` + testRouting + `/` + capAccount[9:] + `"`},
 		{"short account whole", "bank", "987", "{{ data.account_number }}", `"987"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			w := w.at(t)
-			tok := w.mustCreate("cap-updater", TokenInput{Type: tc.typ, Data: twCapData(tc.typ, tc.number), Mask: tc.mask})
+			tok := w.mustCreate("cap-updater", TokenInput{Type: tc.typ, Data: capData(tc.typ, tc.number), Mask: tc.mask})
 			got := w.mustGet("cap-updater", tok.ID)
 			if got.Data == nil {
 				t.Fatalf("a masked read left the data out")
 			}
-			if tc.want != "" && !twSameJSON(t, got.Data, tc.want) {
-				t.Errorf("masked data %s, want %s", twJSON(t, got.Data), tc.want)
+			if tc.want != "" && !jsonEqual(t, got.Data, tc.want) {
+				t.Errorf("masked data %s, want %s", encodeJSON(t, got.Data), tc.want)
 			}
 			if tc.mask != nil {
-				other := w.mustCreate("admin", TokenInput{Type: tc.typ, Data: twCapData(tc.typ, tc.number)})
+				other := w.mustCreate("admin", TokenInput{Type: tc.typ, Data: capData(tc.typ, tc.number)})
 				w.mustUpdate("admin", other.ID, map[string]any{"mask": tc.mask})
 			}
 		})
@@ -245,49 +245,49 @@ func TestMaskCapKeepsAllowedMasks(t *testing.T) {
 // no data to a masked reader, and a mask template holding the number is
 // not shown to a reader who may not see the data.
 func TestMaskCapOnRead(t *testing.T) {
-	w := twCapWorld(t)
-	tok := w.mustCreate("admin", TokenInput{Type: "card", Data: twCard(twCapCard, twCVC), Metadata: map[string]string{"k": "v"}})
-	written := w.mustCreate("admin", TokenInput{Type: "card", Data: twCard(twCapCard, "")})
+	w := newMaskCapWorld(t)
+	tok := w.mustCreate("admin", TokenInput{Type: "card", Data: cardData(capCard, testCVC), Metadata: map[string]string{"k": "v"}})
+	written := w.mustCreate("admin", TokenInput{Type: "card", Data: cardData(capCard, "")})
 	// store hostile masks as an older vault would have
 	w.storeMask(t, tok.ID, map[string]any{"number": "{{ data.number }}", "y": "{{ data.expiration_year }}"})
-	w.storeMask(t, written.ID, map[string]any{"note": twCapCard})
+	w.storeMask(t, written.ID, map[string]any{"note": capCard})
 
 	for _, app := range []string{"cap-updater", "cap-plain", "redactor"} {
 		got := w.mustGet(app, tok.ID)
 		if got.Data != nil {
-			t.Errorf("%s: a masked read of a hostile mask shows data: %s", app, twJSON(t, got.Data))
+			t.Errorf("%s: a masked read of a hostile mask shows data: %s", app, encodeJSON(t, got.Data))
 		}
 		got = w.mustGet(app, written.ID)
-		if twShowsHidden(t, got.Data, twCapCard, false) || twShowsHidden(t, got.Mask, twCapCard, false) {
-			t.Errorf("%s: a read shows the number written in the mask: %s", app, twJSON(t, got))
+		if revealsHidden(t, got.Data, capCard, false) || revealsHidden(t, got.Mask, capCard, false) {
+			t.Errorf("%s: a read shows the number written in the mask: %s", app, encodeJSON(t, got))
 		}
 		toks, _ := w.mustList(app, TokenFilter{}, 0, 10)
 		for _, got := range toks {
-			if twShowsHidden(t, got.Data, twCapCard, false) || twShowsHidden(t, got.Mask, twCapCard, false) {
-				t.Errorf("%s: a list shows the number: %s", app, twJSON(t, got))
+			if revealsHidden(t, got.Data, capCard, false) || revealsHidden(t, got.Mask, capCard, false) {
+				t.Errorf("%s: a list shows the number: %s", app, encodeJSON(t, got))
 			}
 		}
 	}
 	// an update that leaves the mask and the data alone still works
-	if got := w.mustUpdate("admin", tok.ID, map[string]any{"metadata": map[string]any{"k": "w"}}); twShowsHidden(t, got.Data, twCapCard, false) {
-		t.Errorf("the update answer shows the number: %s", twJSON(t, got.Data))
+	if got := w.mustUpdate("admin", tok.ID, map[string]any{"metadata": map[string]any{"k": "w"}}); revealsHidden(t, got.Data, capCard, false) {
+		t.Errorf("the update answer shows the number: %s", encodeJSON(t, got.Data))
 	}
 	// the owner restores a safe mask
 	w.mustUpdate("admin", tok.ID, map[string]any{"mask": nil})
-	if got := w.mustGet("cap-updater", tok.ID); twStrOf(got.Data, "number") != "XXXXXXXXXXXX"+twCapCard[12:] {
-		t.Errorf("after the default mask is restored: %s", twJSON(t, got.Data))
+	if got := w.mustGet("cap-updater", tok.ID); stringAt(got.Data, "number") != "XXXXXXXXXXXX"+capCard[12:] {
+		t.Errorf("after the default mask is restored: %s", encodeJSON(t, got.Data))
 	}
 }
 
-// twStrOf returns member k of an object as a string.
-func twStrOf(v any, k string) string {
+// stringAt returns member k of an object as a string.
+func stringAt(v any, k string) string {
 	m, _ := v.(map[string]any)
 	s, _ := m[k].(string)
 	return s
 }
 
 // storeMask overwrites a token's stored mask, bypassing every check.
-func (w *twWorld) storeMask(tb testing.TB, id string, mask any) {
+func (w *tokenWorld) storeMask(tb testing.TB, id string, mask any) {
 	tb.Helper()
 	rec, err := w.record(id)
 	if err != nil {
@@ -307,21 +307,21 @@ func (w *twWorld) storeMask(tb testing.TB, id string, mask any) {
 // data it was set over cannot be turned into one that shows the number by
 // an update of the data alone.
 func TestMaskCapCheckedAgainstPatchedData(t *testing.T) {
-	w := twCapWorld(t)
+	w := newMaskCapWorld(t)
 	mask := "{% if data.expiration_year == 2031 %}{{ data.number }}{% else %}{{ data.number | last4 }}{% endif %}"
-	tok := w.mustCreate("admin", TokenInput{Type: "card", Data: twCard(twCapCard, ""), Mask: mask})
-	_, err := w.update("cap-updater", tok.ID, twPatch(t, `{"data":{"expiration_year":2031}}`))
-	twWantField(t, err, "mask", "a data patch that turns the mask into a leak")
-	if got := w.mustGet("cap-updater", tok.ID); twShowsHidden(t, got.Data, twCapCard, false) {
-		t.Errorf("a masked read shows the number: %s", twJSON(t, got.Data))
+	tok := w.mustCreate("admin", TokenInput{Type: "card", Data: cardData(capCard, ""), Mask: mask})
+	_, err := w.update("cap-updater", tok.ID, patchBody(t, `{"data":{"expiration_year":2031}}`))
+	wantFieldProblem(t, err, "mask", "a data patch that turns the mask into a leak")
+	if got := w.mustGet("cap-updater", tok.ID); revealsHidden(t, got.Data, capCard, false) {
+		t.Errorf("a masked read shows the number: %s", encodeJSON(t, got.Data))
 	}
-	w.mustUpdate("cap-updater", tok.ID, twPatch(t, `{"data":{"expiration_year":2032}}`))
+	w.mustUpdate("cap-updater", tok.ID, patchBody(t, `{"data":{"expiration_year":2032}}`))
 }
 
 // TestMaskChangeNeedsReveal: changing an existing token's mask takes
 // token:update and the right to read the token revealed.
 func TestMaskChangeNeedsReveal(t *testing.T) {
-	w := twCapWorld(t)
+	w := newMaskCapWorld(t)
 	safe := "{{ data.number | reveal: 6, 4 }}"
 	tests := []struct {
 		name, app string
@@ -340,15 +340,15 @@ func TestMaskChangeNeedsReveal(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			w := w.at(t)
-			tok := w.mustCreate("admin", TokenInput{Type: "card", Data: twCard(twCapCard, ""),
+			tok := w.mustCreate("admin", TokenInput{Type: "card", Data: cardData(capCard, ""),
 				Mask: map[string]any{"number": "{{ data.number | last4 }}"}})
 			_, err := w.update(tc.app, tok.ID, tc.patch)
 			if tc.forbidden != errors.Is(err, ErrForbidden) || (!tc.forbidden && err != nil) {
 				t.Fatalf("update by %s: %v, want forbidden %v", tc.app, err, tc.forbidden)
 			}
 			got := w.mustGet("admin", tok.ID)
-			if tc.forbidden && !twSameJSON(t, got.Mask, `{"number":"{{ data.number | last4 }}"}`) {
-				t.Errorf("a refused update changed the mask to %s", twJSON(t, got.Mask))
+			if tc.forbidden && !jsonEqual(t, got.Mask, `{"number":"{{ data.number | last4 }}"}`) {
+				t.Errorf("a refused update changed the mask to %s", encodeJSON(t, got.Mask))
 			}
 		})
 	}
@@ -358,8 +358,8 @@ func TestMaskChangeNeedsReveal(t *testing.T) {
 // expression, may not hold the number, the account number or a
 // Luhn-valid run of 13 to 19 digits, on every path that creates tokens.
 func TestTokenIDCannotShowNumber(t *testing.T) {
-	w := twCapWorld(t)
-	c, acct := twCapCard, twCapAcct
+	w := newMaskCapWorld(t)
+	c, acct := capCard, capAccount
 	rev := []byte(c)
 	for i, j := 0, len(rev)-1; i < j; i, j = i+1, j-1 {
 		rev[i], rev[j] = rev[j], rev[i]
@@ -378,28 +378,28 @@ func TestTokenIDCannotShowNumber(t *testing.T) {
 		{"hidden digits alone", "card", c, "x{{ data.number | slice: 8, 4 }}"},
 		{"expression reversed", "card", c, "{{ data.number | split: '' | reverse | join: '' }}"},
 		{"alias keeping the number", "card", c, "{{ data.number | alias_preserve_format: 16, 0 }}"},
-		{"another Luhn-valid card", "card", c, twVisa2},
-		{"another card spaced", "card", c, "id " + twVisa2[:4] + " " + twVisa2[4:8] + " " + twVisa2[8:12] + " " + twVisa2[12:]},
-		{"Luhn-valid 13 digits", "card", c, "x" + twLuhn("401288", 888, 13)},
-		{"Luhn-valid 19 digits", "card", c, twLuhn("6011", 1234, 19)},
+		{"another Luhn-valid card", "card", c, testVisa2},
+		{"another card spaced", "card", c, "id " + testVisa2[:4] + " " + testVisa2[4:8] + " " + testVisa2[8:12] + " " + testVisa2[12:]},
+		{"Luhn-valid 13 digits", "card", c, "x" + luhnNumber("401288", 888, 13)},
+		{"Luhn-valid 19 digits", "card", c, luhnNumber("6011", 1234, 19)},
 		{"account expression", "bank", acct, "{{ data.account_number }}"},
 		{"account literal", "bank", acct, "acct-" + acct},
 		{"account hidden digits", "bank", acct, "a{{ data.account_number | slice: 0, 5 }}"},
-		{"Luhn-valid id on a bank token", "bank", acct, twVisa2},
+		{"Luhn-valid id on a bank token", "bank", acct, testVisa2},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			w := w.at(t)
-			data := twCapData(tc.typ, tc.number)
+			data := capData(tc.typ, tc.number)
 			_, err := w.create("cap-writeonly", TokenInput{Type: tc.typ, ID: tc.id, Data: data})
-			twWantField(t, err, "id", "create")
+			wantFieldProblem(t, err, "id", "create")
 			dd := true
 			_, err = w.create("cap-writeonly", TokenInput{Type: tc.typ, ID: tc.id, Data: data, DeduplicateToken: &dd})
-			twWantField(t, err, "id", "create with deduplication")
+			wantFieldProblem(t, err, "id", "create with deduplication")
 			_, err = w.tokenize("cap-writeonly", map[string]any{"pay": map[string]any{"card": map[string]any{"type": tc.typ, "id": tc.id, "data": data}}})
-			twWantField(t, err, "pay.card.id", "tokenize, nested")
+			wantFieldProblem(t, err, "pay.card.id", "tokenize, nested")
 			_, err = w.tokenize("cap-writeonly", []any{"plain", map[string]any{"type": tc.typ, "id": tc.id, "data": data}})
-			twWantField(t, err, "[1].id", "tokenize, in an array")
+			wantFieldProblem(t, err, "[1].id", "tokenize, in an array")
 			if n := w.total(); n != 0 {
 				t.Fatalf("%d tokens were created", n)
 			}
@@ -411,17 +411,17 @@ func TestTokenIDCannotShowNumber(t *testing.T) {
 // ids that never hold the number or a Luhn-valid run, and never fail for
 // it, however often they are drawn.
 func TestTokenIDAliasesKeepWorking(t *testing.T) {
-	w := twCapWorld(t)
+	w := newMaskCapWorld(t)
 	tests := []struct{ typ, number, id string }{
-		{"card", twCapCard, "{{ data.number | alias_preserve_format: 0, 4 }}"},
-		{"card", twCapCard, "{{ data.number | alias_preserve_format: 8, 4 }}"},
-		{"card", twCapCard, "{{ data.number | alias_preserve_length: 6, 4 }}"},
-		{"card", twCapAmex, "{{ data.number | alias_preserve_format: 6, 4 }}"},
-		{"bank", twCapAcct, "{{ data.account_number | alias_preserve_format: 0, 4 }}"},
+		{"card", capCard, "{{ data.number | alias_preserve_format: 0, 4 }}"},
+		{"card", capCard, "{{ data.number | alias_preserve_format: 8, 4 }}"},
+		{"card", capCard, "{{ data.number | alias_preserve_length: 6, 4 }}"},
+		{"card", capAmex, "{{ data.number | alias_preserve_format: 6, 4 }}"},
+		{"bank", capAccount, "{{ data.account_number | alias_preserve_format: 0, 4 }}"},
 	}
 	for _, tc := range tests {
 		for i := range 40 {
-			tok, err := w.create("cap-writeonly", TokenInput{Type: tc.typ, ID: tc.id, Data: twCapData(tc.typ, tc.number)})
+			tok, err := w.create("cap-writeonly", TokenInput{Type: tc.typ, ID: tc.id, Data: capData(tc.typ, tc.number)})
 			if err != nil {
 				t.Fatalf("%s, draw %d: %v", tc.id, i, err)
 			}
@@ -435,8 +435,8 @@ func TestTokenIDAliasesKeepWorking(t *testing.T) {
 		}
 	}
 	// literal ids that hold no card-shaped run keep working
-	for _, id := range []string{"order-2024-000123", "f47ac10b-58cc-4372-a567-0e02b2c3d479", "x" + twBadLuhn, "12345678901234567890123"} {
-		if _, err := w.create("cap-writeonly", TokenInput{Type: "card", ID: id, Data: twCard(twCapCard, "")}); err != nil {
+	for _, id := range []string{"order-2024-000123", "f47ac10b-58cc-4372-a567-0e02b2c3d479", "x" + testBadLuhn, "12345678901234567890123"} {
+		if _, err := w.create("cap-writeonly", TokenInput{Type: "card", ID: id, Data: cardData(capCard, "")}); err != nil {
 			t.Errorf("id %q: %v", id, err)
 		}
 	}

@@ -9,9 +9,9 @@ import (
 	"testing"
 )
 
-// twShape renders a tokenize answer with token ids as "id" and token
+// shapeOf renders a tokenize answer with token ids as "id" and token
 // objects as "tok:<type>", keeping names and order.
-func twShape(v any) string {
+func shapeOf(v any) string {
 	switch x := v.(type) {
 	case nil:
 		return "null"
@@ -27,13 +27,13 @@ func twShape(v any) string {
 		sort.Strings(keys)
 		parts := make([]string, len(keys))
 		for i, k := range keys {
-			parts[i] = k + ":" + twShape(x[k])
+			parts[i] = k + ":" + shapeOf(x[k])
 		}
 		return "{" + strings.Join(parts, ",") + "}"
 	case []any:
 		parts := make([]string, len(x))
 		for i, e := range x {
-			parts[i] = twShape(e)
+			parts[i] = shapeOf(e)
 		}
 		return "[" + strings.Join(parts, ",") + "]"
 	}
@@ -43,7 +43,7 @@ func twShape(v any) string {
 // checkTokenized walks a tokenize body and its answer together and checks
 // that every token reads back as the data it was made from; it returns
 // how many tokens it saw.
-func (w *twWorld) checkTokenized(path string, body, answer any) int {
+func (w *tokenWorld) checkTokenized(path string, body, answer any) int {
 	w.tb.Helper()
 	switch b := body.(type) {
 	case nil:
@@ -61,17 +61,17 @@ func (w *twWorld) checkTokenized(path string, body, answer any) int {
 				return 0
 			}
 			if tok.Data != nil {
-				w.tb.Errorf("%s: the answer carries data %s", path, twJSON(w.tb, tok.Data))
+				w.tb.Errorf("%s: the answer carries data %s", path, encodeJSON(w.tb, tok.Data))
 			}
 			got := w.mustGet("admin", tok.ID)
 			if got.Type != b["type"] || !sameJSON(w.tb, got.Data, b["data"]) {
-				w.tb.Errorf("%s: token %s reads %s %s, want %v %s", path, tok.ID, got.Type, twJSON(w.tb, got.Data), b["type"], twJSON(w.tb, b["data"]))
+				w.tb.Errorf("%s: token %s reads %s %s, want %v %s", path, tok.ID, got.Type, encodeJSON(w.tb, got.Data), b["type"], encodeJSON(w.tb, b["data"]))
 			}
 			return 1
 		}
 		a, ok := answer.(map[string]any)
 		if !ok || len(a) != len(b) {
-			w.tb.Errorf("%s: object answered with %s", path, twShape(answer))
+			w.tb.Errorf("%s: object answered with %s", path, shapeOf(answer))
 			return 0
 		}
 		n := 0
@@ -82,7 +82,7 @@ func (w *twWorld) checkTokenized(path string, body, answer any) int {
 	case []any:
 		a, ok := answer.([]any)
 		if !ok || len(a) != len(b) {
-			w.tb.Errorf("%s: array answered with %s", path, twShape(answer))
+			w.tb.Errorf("%s: array answered with %s", path, shapeOf(answer))
 			return 0
 		}
 		n := 0
@@ -104,10 +104,10 @@ func (w *twWorld) checkTokenized(path string, body, answer any) int {
 	}
 }
 
-const twCardJSON = `{"number":"4242424242424242","expiration_month":12,"expiration_year":2030,"cvc":"9173"}`
+const cardJSON = `{"number":"4242424242424242","expiration_month":12,"expiration_year":2030,"cvc":"9173"}`
 
 func TestTokenizeShapes(t *testing.T) {
-	w := newTWWorld(t, nil)
+	w := newTokenWorld(t, nil)
 	for _, tc := range []struct {
 		name, body, shape string
 	}{
@@ -115,14 +115,14 @@ func TestTokenizeShapes(t *testing.T) {
 		{"number", `42.5`, "id"},
 		{"boolean", `true`, "id"},
 		{"null", `null`, "null"},
-		{"card", `{"type":"card","data":` + twCardJSON + `}`, "tok:card"},
+		{"card", `{"type":"card","data":` + cardJSON + `}`, "tok:card"},
 		{"bank", `{"type":"bank","data":{"routing_number":"021000021","account_number":"98765432101234"}}`, "tok:bank"},
 		{"generic token with options", `{"type":"token","data":{"a":"b"},"metadata":{"k":"v"},"containers":["/general/low/"],"search_indexes":["{{ data.a }}"]}`, "tok:token"},
 		{"object traversed", `{"name":"Jo","ssn":"123-45-6789","nested":{"x":true,"n":null}}`, "{name:id,nested:{n:null,x:id},ssn:id}"},
 		{"array in order", `["a","b",["c"]]`, "[id,id,[id]]"},
 		{"type without data is traversed", `{"type":"card"}`, "{type:id}"},
 		{"data without type is traversed", `{"data":"x"}`, "{data:id}"},
-		{"mixed", `{"cards":[{"type":"card","data":` + twCardJSON + `},"raw"],"meta":{"n":1},"list":[{"k":[{"type":"token","data":"deep"}]}]}`,
+		{"mixed", `{"cards":[{"type":"card","data":` + cardJSON + `},"raw"],"meta":{"n":1},"list":[{"k":[{"type":"token","data":"deep"}]}]}`,
 			"{cards:[tok:card,id],list:[{k:[tok:token]}],meta:{n:id}}"},
 		{"empty object", `{}`, "{}"},
 		{"empty array", `[]`, "[]"},
@@ -130,19 +130,19 @@ func TestTokenizeShapes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			w := w.at(t)
 			before := w.total()
-			body := twDecode(t, tc.body)
+			body := decodeJSON(t, tc.body)
 			got, err := w.tokenize("admin", body)
 			if err != nil {
 				t.Fatalf("Tokenize: %v", err)
 			}
-			if s := twShape(got); s != tc.shape {
+			if s := shapeOf(got); s != tc.shape {
 				t.Fatalf("answer shape %s, want %s", s, tc.shape)
 			}
 			n := w.checkTokenized("$", body, got)
 			if after := w.total(); after-before != n {
 				t.Errorf("%d tokens listed for %d in the answer", after-before, n)
 			}
-			if raw := twJSON(t, got); strings.Contains(raw, twVisa) || twHoldsCVC(raw) || strings.Contains(raw, twAccount) {
+			if raw := encodeJSON(t, got); strings.Contains(raw, testVisa) || holdsCVC(raw) || strings.Contains(raw, testAccount) {
 				t.Errorf("the answer reveals data: %s", raw)
 			}
 		})
@@ -152,8 +152,8 @@ func TestTokenizeShapes(t *testing.T) {
 // A token object in a tokenize answer leaves the data out; a card shows its
 // evaluated mask, and the request's fields come back.
 func TestTokenizeTokenObject(t *testing.T) {
-	w := newTWWorld(t, nil)
-	body := twDecode(t, `{"card":{"type":"card","data":`+twCardJSON+`,"metadata":{"order":"o-1"},"search_indexes":["{{ data.number | last4 }}"],"fingerprint_expression":"{{ data.number }}"},
+	w := newTokenWorld(t, nil)
+	body := decodeJSON(t, `{"card":{"type":"card","data":`+cardJSON+`,"metadata":{"order":"o-1"},"search_indexes":["{{ data.number | last4 }}"],"fingerprint_expression":"{{ data.number }}"},
 		"bank":{"type":"bank","data":{"routing_number":"021000021","account_number":"98765432101234"}},
 		"gen":{"type":"token","data":"x"}}`)
 	out, err := w.tokenize("admin", body)
@@ -162,27 +162,27 @@ func TestTokenizeTokenObject(t *testing.T) {
 	}
 	m := out.(map[string]any)
 	card := m["card"].(*Token)
-	if card.Data != nil || !twSameJSON(t, card.Mask, `{"number":"XXXXXXXXXXXX4242","expiration_month":12,"expiration_year":2030}`) {
-		t.Errorf("card answer data %s mask %s", twJSON(t, card.Data), twJSON(t, card.Mask))
+	if card.Data != nil || !jsonEqual(t, card.Mask, `{"number":"XXXXXXXXXXXX4242","expiration_month":12,"expiration_year":2030}`) {
+		t.Errorf("card answer data %s mask %s", encodeJSON(t, card.Data), encodeJSON(t, card.Mask))
 	}
 	if card.Type != "card" || card.TenantID != w.tenant.ID || !isID(card.ID) || card.CreatedAt == nil || card.CreatedBy != w.app("admin").ID ||
 		card.Metadata["order"] != "o-1" || !slices.Equal(card.SearchIndexes, []string{"{{ data.number | last4 }}"}) ||
 		card.FingerprintExpression != "{{ data.number }}" || card.Fingerprint == "" {
 		t.Errorf("card answer = %+v", card)
 	}
-	if bank := m["bank"].(*Token); bank.Data != nil || !twSameJSON(t, bank.Mask, `{"routing_number":"021000021","account_number":"XXXXXXXXXX1234"}`) {
-		t.Errorf("bank answer data %s mask %s", twJSON(t, bank.Data), twJSON(t, bank.Mask))
+	if bank := m["bank"].(*Token); bank.Data != nil || !jsonEqual(t, bank.Mask, `{"routing_number":"021000021","account_number":"XXXXXXXXXX1234"}`) {
+		t.Errorf("bank answer data %s mask %s", encodeJSON(t, bank.Data), encodeJSON(t, bank.Mask))
 	}
 	if gen := m["gen"].(*Token); gen.Data != nil || gen.Mask != nil {
 		t.Errorf("generic answer data %v mask %v", gen.Data, gen.Mask)
 	}
 	// a caller that may only create gets the same masked answer
-	out, err = w.tokenize("writer", twDecode(t, `[{"type":"card","data":`+twCardJSON+`}]`))
+	out, err = w.tokenize("writer", decodeJSON(t, `[{"type":"card","data":`+cardJSON+`}]`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := out.([]any)[0].(*Token); c.Data != nil || !twSameJSON(t, c.Mask, `{"number":"XXXXXXXXXXXX4242","expiration_month":12,"expiration_year":2030}`) {
-		t.Errorf("writer's card answer data %s mask %s", twJSON(t, c.Data), twJSON(t, c.Mask))
+	if c := out.([]any)[0].(*Token); c.Data != nil || !jsonEqual(t, c.Mask, `{"number":"XXXXXXXXXXXX4242","expiration_month":12,"expiration_year":2030}`) {
+		t.Errorf("writer's card answer data %s mask %s", encodeJSON(t, c.Data), encodeJSON(t, c.Mask))
 	}
 }
 
@@ -195,14 +195,14 @@ func TestTokenizeLimit(t *testing.T) {
 		ok         bool
 	}{
 		{"five primitives", `["a","b","c","d","e"]`, true},
-		{"five mixed", `{"a":"x","b":[{"type":"card","data":` + twCardJSON + `},"y"],"c":{"d":"z","e":"w"}}`, true},
+		{"five mixed", `{"a":"x","b":[{"type":"card","data":` + cardJSON + `},"y"],"c":{"d":"z","e":"w"}}`, true},
 		{"six primitives", `["a","b","c","d","e","f"]`, false},
-		{"six nested", `{"a":["x","y",{"type":"card","data":` + twCardJSON + `}],"b":{"c":"z","d":["w","v"]}}`, false},
+		{"six nested", `{"a":["x","y",{"type":"card","data":` + cardJSON + `}],"b":{"c":"z","d":["w","v"]}}`, false},
 		{"six token objects", `[` + strings.Repeat(`{"type":"token","data":"t"},`, 5) + `{"type":"token","data":"t"}]`, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := newTWWorld(t, nil)
-			body := twDecode(t, tc.body)
+			w := newTokenWorld(t, nil)
+			body := decodeJSON(t, tc.body)
 			out, err := w.tokenize("admin", body)
 			if tc.ok {
 				if err != nil {
@@ -232,23 +232,23 @@ func TestTokenizeLimit(t *testing.T) {
 
 // A tokenize request creates every token or none.
 func TestTokenizeAllOrNothing(t *testing.T) {
-	three := `{"type":"card","data":` + twCardJSON + `},"plain",{"type":"bank","data":{"routing_number":"021000021","account_number":"98765432101234"}}`
+	three := `{"type":"card","data":` + cardJSON + `},"plain",{"type":"bank","data":{"routing_number":"021000021","account_number":"98765432101234"}}`
 	for _, tc := range []struct {
 		name, app, body string
 		check           func(t *testing.T, err error)
 	}{
 		{"invalid fourth", "admin", `[` + three + `,{"type":"card","data":{"number":"4242424242424241"}}]`,
-			func(t *testing.T, err error) { twWantFields(t, err, "[3].data.number") }},
+			func(t *testing.T, err error) { wantFieldErrors(t, err, "[3].data.number") }},
 		{"invalid fourth in an object", "admin", `{"a":[` + three + `],"b":{"type":"bank","data":{"routing_number":"021000022","account_number":"1"}}}`,
-			func(t *testing.T, err error) { twWantFields(t, err, "b.data.routing_number") }},
+			func(t *testing.T, err error) { wantFieldErrors(t, err, "b.data.routing_number") }},
 		{"fourth of an unknown type", "admin", `[` + three + `,{"type":"cash","data":"1"}]`,
-			func(t *testing.T, err error) { twWantFields(t, err, "[3].type") }},
+			func(t *testing.T, err error) { wantFieldErrors(t, err, "[3].type") }},
 		{"fourth with a bad id", "admin", `[` + three + `,{"type":"token","data":"1","id":"a/b"}]`,
-			func(t *testing.T, err error) { twWantFields(t, err, "[3].id") }},
+			func(t *testing.T, err error) { wantFieldErrors(t, err, "[3].id") }},
 		{"fourth repeats an id", "admin", `[{"type":"token","data":"1","id":"same-id"},"x","y",{"type":"token","data":"2","id":"same-id"}]`,
-			func(t *testing.T, err error) { twWantErr(t, err, ErrConflict) }},
-		{"fourth in a forbidden container", "pci", `[{"type":"card","data":` + twCardJSON + `},{"type":"card","data":` + twCardJSON + `},{"type":"card","data":` + twCardJSON + `},{"type":"token","data":"x"}]`,
-			func(t *testing.T, err error) { twWantErr(t, err, ErrForbidden) }},
+			func(t *testing.T, err error) { wantErrorIs(t, err, ErrConflict) }},
+		{"fourth in a forbidden container", "pci", `[{"type":"card","data":` + cardJSON + `},{"type":"card","data":` + cardJSON + `},{"type":"card","data":` + cardJSON + `},{"type":"token","data":"x"}]`,
+			func(t *testing.T, err error) { wantErrorIs(t, err, ErrForbidden) }},
 		{"fourth with a bad field type", "admin", `[` + three + `,{"type":"token","data":"1","metadata":"m"}]`,
 			func(t *testing.T, err error) {
 				if fields := validationFields(t, err); len(fields) != 1 || !strings.HasPrefix(fields[0], "[3].") {
@@ -257,10 +257,10 @@ func TestTokenizeAllOrNothing(t *testing.T) {
 			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := newTWWorld(t, nil)
-			out, err := w.tokenize(tc.app, twDecode(t, tc.body))
+			w := newTokenWorld(t, nil)
+			out, err := w.tokenize(tc.app, decodeJSON(t, tc.body))
 			if err == nil {
-				t.Fatalf("Tokenize succeeded: %s", twShape(out))
+				t.Fatalf("Tokenize succeeded: %s", shapeOf(out))
 			}
 			tc.check(t, err)
 			if n := w.total(); n != 0 {
@@ -278,11 +278,11 @@ func TestTokenizeAllOrNothing(t *testing.T) {
 }
 
 func TestTokenizeDeduplicates(t *testing.T) {
-	w := newTWWorld(t, nil)
-	existing := w.mustCreate("admin", TokenInput{Type: "card", Data: twCard(twVisa, twCVC), DeduplicateToken: boolPtr(true)})
-	card := `{"type":"card","data":` + twCardJSON + `,"deduplicate_token":true}`
+	w := newTokenWorld(t, nil)
+	existing := w.mustCreate("admin", TokenInput{Type: "card", Data: cardData(testVisa, testCVC), DeduplicateToken: boolPtr(true)})
+	card := `{"type":"card","data":` + cardJSON + `,"deduplicate_token":true}`
 	other := `{"type":"card","data":{"number":"5555555555554444"},"deduplicate_token":true}`
-	out, err := w.tokenize("admin", twDecode(t, `[`+card+`,`+other+`,`+other+`]`))
+	out, err := w.tokenize("admin", decodeJSON(t, `[`+card+`,`+other+`,`+other+`]`))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,23 +6,23 @@ import (
 	"testing"
 )
 
-// twBenchCard returns distinct card data for benchmarks (not registered as
+// benchCard returns distinct card data for benchmarks (not registered as
 // a test secret: benchmarks check no error texts).
-func twBenchCard(i int) map[string]any {
+func benchCard(i int) map[string]any {
 	return map[string]any{
-		"number":           twLuhn("4", i, 16),
+		"number":           luhnNumber("4", i, 16),
 		"expiration_month": json.Number("12"),
 		"expiration_year":  json.Number("2030"),
 		"cvc":              "123",
 	}
 }
 
-func newTWBenchWorld(b *testing.B, sync bool) *twWorld {
+func newTokenBenchWorld(b *testing.B, sync bool) *tokenWorld {
 	b.Helper()
 	clock := newFakeClock()
 	dir := b.TempDir()
 	s := openTestStore(b, Options{Dir: dir, Now: clock.Now, SyncWrites: sync})
-	return newTWWorldOn(b, s, clock, dir, nil)
+	return newTokenWorldOn(b, s, clock, dir, nil)
 }
 
 // BenchmarkCreateCardToken measures creating a card token with a CVC,
@@ -30,9 +30,9 @@ func newTWBenchWorld(b *testing.B, sync bool) *twWorld {
 func BenchmarkCreateCardToken(b *testing.B) {
 	for _, sync := range []bool{false, true} {
 		b.Run(fmt.Sprintf("SyncWrites=%v", sync), func(b *testing.B) {
-			w := newTWBenchWorld(b, sync)
+			w := newTokenBenchWorld(b, sync)
 			req := w.req("admin")
-			in := TokenInput{Type: "card", Data: twBenchCard(1)}
+			in := TokenInput{Type: "card", Data: benchCard(1)}
 			b.ReportAllocs()
 			for b.Loop() {
 				if _, err := w.s.CreateToken(w.ctx, req, in); err != nil {
@@ -44,8 +44,8 @@ func BenchmarkCreateCardToken(b *testing.B) {
 }
 
 func benchGetToken(b *testing.B, app string, check func(*Token) bool) {
-	w := newTWBenchWorld(b, false)
-	tok := w.mustCreate("admin", TokenInput{Type: "card", Data: twBenchCard(7)})
+	w := newTokenBenchWorld(b, false)
+	tok := w.mustCreate("admin", TokenInput{Type: "card", Data: benchCard(7)})
 	req := w.req(app)
 	b.ReportAllocs()
 	for b.Loop() {
@@ -58,7 +58,7 @@ func benchGetToken(b *testing.B, app string, check func(*Token) bool) {
 
 // BenchmarkGetTokenRevealed reads a card with its CVC.
 func BenchmarkGetTokenRevealed(b *testing.B) {
-	benchGetToken(b, "admin", func(t *Token) bool { return twCVCOf(t) == "123" })
+	benchGetToken(b, "admin", func(t *Token) bool { return cvcOf(t) == "123" })
 }
 
 // BenchmarkGetTokenMasked reads a card through its default mask.
@@ -72,9 +72,9 @@ func BenchmarkGetTokenMasked(b *testing.B) {
 // BenchmarkTokenize5 tokenizes a body of five tokens: two cards, a bank
 // account and two primitives.
 func BenchmarkTokenize5(b *testing.B) {
-	w := newTWBenchWorld(b, false)
+	w := newTokenBenchWorld(b, false)
 	req := w.req("admin")
-	body := twDecode(b, `{"cards":[{"type":"card","data":{"number":"4242424242424242","expiration_month":12,"expiration_year":2030,"cvc":"123"}},
+	body := decodeJSON(b, `{"cards":[{"type":"card","data":{"number":"4242424242424242","expiration_month":12,"expiration_year":2030,"cvc":"123"}},
 		{"type":"card","data":{"number":"5555555555554444","expiration_month":1,"expiration_year":2031}}],
 		"bank":{"type":"bank","data":{"routing_number":"021000021","account_number":"98765432101234"}},
 		"name":"Jo Doe","ssn":"123-45-6789"}`)
@@ -91,10 +91,10 @@ func BenchmarkTokenize5(b *testing.B) {
 // as one who may read only the cards (nine in ten). A metadata filter
 // opens every record and is left out: it costs about 200 ms a page here.
 func BenchmarkListTokensPage20(b *testing.B) {
-	w := newTWBenchWorld(b, false)
+	w := newTokenBenchWorld(b, false)
 	admin := w.req("admin")
 	for i := range 10000 {
-		in := TokenInput{Type: "card", Data: twBenchCard(i), Metadata: map[string]string{"batch": fmt.Sprint(i % 10)}}
+		in := TokenInput{Type: "card", Data: benchCard(i), Metadata: map[string]string{"batch": fmt.Sprint(i % 10)}}
 		if i%10 == 0 {
 			in = TokenInput{Type: "token", Data: fmt.Sprintf("value-%d", i)}
 		}

@@ -1,7 +1,7 @@
 package vaultstore
 
-// The token tests' harness: the secrets they submit, twNote, which every
-// store call's error goes through, and twWorld, a store with a fake clock,
+// The token tests' harness: the secrets they submit, noSecretIn, which every
+// store call's error goes through, and tokenWorld, a store with a fake clock,
 // a tenant and applications by role.
 
 import (
@@ -14,57 +14,57 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
+	"github.com/tokenvault/tokenvault/internal/testclock"
 	"github.com/tokenvault/tokenvault/vaultstore/strictjson"
 )
 
 // Card numbers, CVCs and bank accounts the token tests submit. Each is
 // registered as a secret: no error any token test provokes may contain
-// one (see twNote).
+// one (see noSecretIn).
 const (
-	twVisa     = "4242424242424242"
-	twVisa2    = "4000056655665556"
-	twMaster   = "5555555555554444"
-	twAmex     = "378282246310005"
-	twBadLuhn  = "4242424242424241"
-	twCVC      = "9173"
-	twCVC2     = "4821"
-	twRouting  = "021000021"
-	twRouting2 = "011000015"
-	twAccount  = "98765432101234"
-	twAccount2 = "12345678901"
+	testVisa       = "4242424242424242"
+	testVisa2      = "4000056655665556"
+	testMastercard = "5555555555554444"
+	testAmex       = "378282246310005"
+	testBadLuhn    = "4242424242424241"
+	testCVC        = "9173"
+	testCVC2       = "4821"
+	testRouting    = "021000021"
+	testRouting2   = "011000015"
+	testAccount    = "98765432101234"
+	testAccount2   = "12345678901"
 )
 
-// twSecrets holds every secret a token test has submitted.
-var twSecrets = struct {
+// submittedSecrets holds every secret a token test has submitted.
+var submittedSecrets = struct {
 	sync.Mutex
 	m map[string]bool
 }{m: map[string]bool{}}
 
 func init() {
-	for _, s := range []string{twVisa, twVisa2, twMaster, twAmex, twBadLuhn, twCVC, twCVC2, twAccount, twAccount2} {
-		twSecrets.m[s] = true
+	for _, s := range []string{testVisa, testVisa2, testMastercard, testAmex, testBadLuhn, testCVC, testCVC2, testAccount, testAccount2} {
+		submittedSecrets.m[s] = true
 	}
 }
 
-// twSecret registers s as a secret and returns it. Strings shorter than
+// asSecret registers s as a secret and returns it. Strings shorter than
 // four characters are too common to scan for and are not registered.
-func twSecret(s string) string {
+func asSecret(s string) string {
 	if len(s) < 4 {
 		return s
 	}
-	twSecrets.Lock()
-	twSecrets.m[s] = true
-	twSecrets.Unlock()
+	submittedSecrets.Lock()
+	submittedSecrets.m[s] = true
+	submittedSecrets.Unlock()
 	return s
 }
 
-// twNote checks that an error a token operation returned quotes no
+// noSecretIn checks that an error a token operation returned quotes no
 // secret, in its text, its wrapped chain or any field name or message of
 // a ValidationError, and returns it unchanged. Every store call of the
 // token tests goes through it.
-func twNote(tb testing.TB, err error) error {
+func noSecretIn(tb testing.TB, err error) error {
 	tb.Helper()
 	if err == nil {
 		return nil
@@ -76,9 +76,9 @@ func twNote(tb testing.TB, err error) error {
 			text += "\n" + f + ": " + strings.Join(msgs, "; ")
 		}
 	}
-	twSecrets.Lock()
-	defer twSecrets.Unlock()
-	for s := range twSecrets.m {
+	submittedSecrets.Lock()
+	defer submittedSecrets.Unlock()
+	for s := range submittedSecrets.m {
 		if strings.Contains(text, s) {
 			// do not print the secret itself
 			tb.Errorf("an error quotes a submitted secret (%d characters, ending %q): %s", len(s), s[len(s)-2:], strings.ReplaceAll(text, s, "<SECRET>"))
@@ -87,9 +87,9 @@ func twNote(tb testing.TB, err error) error {
 	return err
 }
 
-// twLuhn returns prefix followed by zero-padded n and a Luhn check digit,
+// luhnNumber returns prefix followed by zero-padded n and a Luhn check digit,
 // length digits in all.
-func twLuhn(prefix string, n, length int) string {
+func luhnNumber(prefix string, n, length int) string {
 	body := prefix + fmt.Sprintf("%0*d", length-1-len(prefix), n)
 	for d := byte('0'); d <= '9'; d++ {
 		if s := body + string(d); luhnValid(s) {
@@ -99,27 +99,28 @@ func twLuhn(prefix string, n, length int) string {
 	panic("unreachable")
 }
 
-// twCard returns card data as the HTTP edge decodes it (numbers as
+// cardData returns card data as the HTTP edge decodes it (numbers as
 // json.Number), expiring 12/2030, with a cvc unless cvc is "".
-func twCard(number, cvc string) map[string]any {
-	twSecret(number)
+func cardData(number, cvc string) map[string]any {
+	asSecret(number)
 	d := map[string]any{
 		"number":           number,
 		"expiration_month": json.Number("12"),
 		"expiration_year":  json.Number("2030"),
 	}
 	if cvc != "" {
-		d["cvc"] = twSecret(cvc)
+		d["cvc"] = asSecret(cvc)
 	}
 	return d
 }
 
-func twBank(routing, account string) map[string]any {
-	return map[string]any{"routing_number": routing, "account_number": twSecret(account)}
+// bankData is a bank token's data.
+func bankData(routing, account string) map[string]any {
+	return map[string]any{"routing_number": routing, "account_number": asSecret(account)}
 }
 
-// twDecode decodes JSON as the HTTP edge does.
-func twDecode(tb testing.TB, s string) any {
+// decodeJSON decodes JSON as the HTTP edge does.
+func decodeJSON(tb testing.TB, s string) any {
 	tb.Helper()
 	v, err := strictjson.DecodeValue([]byte(s), strictjson.DefaultLimits)
 	if err != nil {
@@ -128,8 +129,8 @@ func twDecode(tb testing.TB, s string) any {
 	return v
 }
 
-// twJSON marshals v.
-func twJSON(tb testing.TB, v any) string {
+// encodeJSON marshals v.
+func encodeJSON(tb testing.TB, v any) string {
 	tb.Helper()
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -138,97 +139,94 @@ func twJSON(tb testing.TB, v any) string {
 	return string(b)
 }
 
-// twSameJSON reports whether got marshals like the JSON text want.
-func twSameJSON(tb testing.TB, got any, want string) bool {
+// jsonEqual reports whether got marshals like the JSON text want.
+func jsonEqual(tb testing.TB, got any, want string) bool {
 	tb.Helper()
-	return twJSON(tb, got) == twJSON(tb, twDecode(tb, want))
-}
-
-// twAdvance moves a fake clock forward.
-func twAdvance(c *fakeClock, d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
+	return encodeJSON(tb, got) == encodeJSON(tb, decodeJSON(tb, want))
 }
 
 var (
-	twCRUD     = []string{"token:create", "token:read", "token:update", "token:delete"}
-	twAllPerms = []string{"token:create", "token:read", "token:update", "token:delete", "token:use", "token:search"}
+	crudPerms     = []string{"token:create", "token:read", "token:update", "token:delete"}
+	allTokenPerms = []string{"token:create", "token:read", "token:update", "token:delete", "token:use", "token:search"}
 )
 
-func twRule(prio int, container, transform string, perms ...string) AccessRule {
+// testRule is an access rule of the given priority, container, transform
+// and permissions.
+func testRule(prio int, container, transform string, perms ...string) AccessRule {
 	return AccessRule{Priority: prio, Container: container, Transform: transform, Permissions: perms}
 }
 
-// twAppSpecs are the applications a token test can act as.
-var twAppSpecs = map[string]ApplicationInput{
+// testApps are the applications a token test can act as.
+var testApps = map[string]ApplicationInput{
 	// everything, revealed
-	"admin": {Rules: []AccessRule{twRule(1, "/", TransformReveal, twAllPerms...)}},
+	"admin": {Rules: []AccessRule{testRule(1, "/", TransformReveal, allTokenPerms...)}},
 	// everything, masked / redacted
-	"masker":   {Rules: []AccessRule{twRule(1, "/", TransformMask, twCRUD...)}},
-	"redactor": {Rules: []AccessRule{twRule(1, "/", TransformRedact, twCRUD...)}},
+	"masker":   {Rules: []AccessRule{testRule(1, "/", TransformMask, crudPerms...)}},
+	"redactor": {Rules: []AccessRule{testRule(1, "/", TransformRedact, crudPerms...)}},
 	// PCI only, revealed; nothing elsewhere
-	"pci": {Rules: []AccessRule{twRule(1, "/pci/", TransformReveal, twCRUD...)}},
+	"pci": {Rules: []AccessRule{testRule(1, "/pci/", TransformReveal, crudPerms...)}},
 	// a rule on a sub-container does not cover its parent
-	"pcihigh": {Rules: []AccessRule{twRule(1, "/pci/high/", TransformReveal, twCRUD...)}},
+	"pcihigh": {Rules: []AccessRule{testRule(1, "/pci/high/", TransformReveal, crudPerms...)}},
 	// one transform per container family
 	"mixed": {Rules: []AccessRule{
-		twRule(1, "/pci/", TransformMask, twCRUD...),
-		twRule(2, "/general/", TransformReveal, twCRUD...),
-		twRule(3, "/bank/", TransformRedact, twCRUD...),
+		testRule(1, "/pci/", TransformMask, crudPerms...),
+		testRule(2, "/general/", TransformReveal, crudPerms...),
+		testRule(3, "/bank/", TransformRedact, crudPerms...),
 	}},
 	// lowest priority first
 	"priority": {Rules: []AccessRule{
-		twRule(3, "/", TransformMask, "token:read"),
-		twRule(1, "/pci/high/", TransformRedact, "token:read"),
-		twRule(2, "/pci/", TransformReveal, "token:read", "token:create"),
+		testRule(3, "/", TransformMask, "token:read"),
+		testRule(1, "/pci/high/", TransformRedact, "token:read"),
+		testRule(2, "/pci/", TransformReveal, "token:read", "token:create"),
 	}},
 	// a covering rule without the permission does not decide
 	"fallthrough": {Rules: []AccessRule{
-		twRule(1, "/pci/", TransformReveal, "token:create"),
-		twRule(2, "/", TransformMask, "token:read", "token:create"),
+		testRule(1, "/pci/", TransformReveal, "token:create"),
+		testRule(2, "/", TransformMask, "token:read", "token:create"),
 	}},
 	// may create anywhere, read nothing
-	"writer": {Rules: []AccessRule{twRule(1, "/", TransformReveal, "token:create")}},
+	"writer": {Rules: []AccessRule{testRule(1, "/", TransformReveal, "token:create")}},
 	// update only under /general/
 	"generalupdater": {Rules: []AccessRule{
-		twRule(1, "/general/", TransformReveal, twCRUD...),
-		twRule(2, "/pci/", TransformReveal, "token:create", "token:read"),
+		testRule(1, "/general/", TransformReveal, crudPerms...),
+		testRule(2, "/pci/", TransformReveal, "token:create", "token:read"),
 	}},
 	// update only under /pci/
 	"pciupdater": {Rules: []AccessRule{
-		twRule(1, "/pci/", TransformReveal, twCRUD...),
-		twRule(2, "/general/", TransformReveal, "token:create", "token:read"),
+		testRule(1, "/pci/", TransformReveal, crudPerms...),
+		testRule(2, "/general/", TransformReveal, "token:create", "token:read"),
 	}},
 	// plain permissions, no rules
 	"plain": {Permissions: []string{"token:create", "token:read", "token:update", "token:delete"}},
 }
 
-// twWorld is a store with one tenant and its applications.
-type twWorld struct {
+// tokenWorld is a store with one tenant and its applications.
+type tokenWorld struct {
 	tb     testing.TB
 	ctx    context.Context
 	s      *Store
-	clock  *fakeClock
+	clock  *testclock.Clock
 	dir    string
 	tenant *Tenant
 	apps   map[string]*Application
 }
 
-// newTWWorld opens a fresh store with a fake clock and a tenant with the
+// newTokenWorld opens a fresh store with a fake clock and a tenant with the
 // given settings.
-func newTWWorld(tb testing.TB, settings map[string]string) *twWorld {
+func newTokenWorld(tb testing.TB, settings map[string]string) *tokenWorld {
 	tb.Helper()
 	clock := newFakeClock()
 	dir := tb.TempDir()
 	s := openTestStore(tb, Options{Dir: dir, Now: clock.Now})
-	return newTWWorldOn(tb, s, clock, dir, settings)
+	return newTokenWorldOn(tb, s, clock, dir, settings)
 }
 
-func newTWWorldOn(tb testing.TB, s *Store, clock *fakeClock, dir string, settings map[string]string) *twWorld {
+// newTokenWorldOn is newTokenWorld on a store the test opened itself, with
+// its clock and storage directory.
+func newTokenWorldOn(tb testing.TB, s *Store, clock *testclock.Clock, dir string, settings map[string]string) *tokenWorld {
 	tb.Helper()
 	ct := mustCreateTenant(tb, s, "Tokens", TenantTest)
-	w := &twWorld{tb: tb, ctx: context.Background(), s: s, clock: clock, dir: dir, tenant: ct.Tenant, apps: map[string]*Application{}}
+	w := &tokenWorld{tb: tb, ctx: context.Background(), s: s, clock: clock, dir: dir, tenant: ct.Tenant, apps: map[string]*Application{}}
 	if len(settings) > 0 {
 		w.setSettings(settings)
 	}
@@ -236,13 +234,13 @@ func newTWWorldOn(tb testing.TB, s *Store, clock *fakeClock, dir string, setting
 }
 
 // at returns the world reporting to tb (a subtest).
-func (w *twWorld) at(tb testing.TB) *twWorld {
+func (w *tokenWorld) at(tb testing.TB) *tokenWorld {
 	c := *w
 	c.tb = tb
 	return &c
 }
 
-func (w *twWorld) setSettings(settings map[string]string) {
+func (w *tokenWorld) setSettings(settings map[string]string) {
 	w.tb.Helper()
 	t, err := w.s.UpdateTenant(w.ctx, w.tenant.ID, "actor", TenantUpdate{Name: w.tenant.Name, Settings: settings})
 	if err != nil {
@@ -251,13 +249,13 @@ func (w *twWorld) setSettings(settings map[string]string) {
 	*w.tenant = *t
 }
 
-// app returns the named application of twAppSpecs, creating it on first use.
-func (w *twWorld) app(name string) *Application {
+// app returns the named application of testApps, creating it on first use.
+func (w *tokenWorld) app(name string) *Application {
 	w.tb.Helper()
 	if a := w.apps[name]; a != nil {
 		return a
 	}
-	in, ok := twAppSpecs[name]
+	in, ok := testApps[name]
 	if !ok {
 		w.tb.Fatalf("no application spec %q", name)
 	}
@@ -267,17 +265,17 @@ func (w *twWorld) app(name string) *Application {
 	return a
 }
 
-func (w *twWorld) req(app string) TokenRequest {
+func (w *tokenWorld) req(app string) TokenRequest {
 	return TokenRequest{Tenant: w.tenant, Application: w.app(app)}
 }
 
-func (w *twWorld) create(app string, in TokenInput) (*Token, error) {
+func (w *tokenWorld) create(app string, in TokenInput) (*Token, error) {
 	w.tb.Helper()
 	tok, err := w.s.CreateToken(w.ctx, w.req(app), in)
-	return tok, twNote(w.tb, err)
+	return tok, noSecretIn(w.tb, err)
 }
 
-func (w *twWorld) mustCreate(app string, in TokenInput) *Token {
+func (w *tokenWorld) mustCreate(app string, in TokenInput) *Token {
 	w.tb.Helper()
 	tok, err := w.create(app, in)
 	if err != nil {
@@ -286,13 +284,13 @@ func (w *twWorld) mustCreate(app string, in TokenInput) *Token {
 	return tok
 }
 
-func (w *twWorld) get(app, id string) (*Token, error) {
+func (w *tokenWorld) get(app, id string) (*Token, error) {
 	w.tb.Helper()
 	tok, err := w.s.GetToken(w.ctx, w.req(app), id)
-	return tok, twNote(w.tb, err)
+	return tok, noSecretIn(w.tb, err)
 }
 
-func (w *twWorld) mustGet(app, id string) *Token {
+func (w *tokenWorld) mustGet(app, id string) *Token {
 	w.tb.Helper()
 	tok, err := w.get(app, id)
 	if err != nil {
@@ -301,13 +299,13 @@ func (w *twWorld) mustGet(app, id string) *Token {
 	return tok
 }
 
-func (w *twWorld) list(app string, f TokenFilter, offset, limit int) ([]*Token, int, error) {
+func (w *tokenWorld) list(app string, f TokenFilter, offset, limit int) ([]*Token, int, error) {
 	w.tb.Helper()
 	toks, total, err := w.s.ListTokens(w.ctx, w.req(app), f, offset, limit)
-	return toks, total, twNote(w.tb, err)
+	return toks, total, noSecretIn(w.tb, err)
 }
 
-func (w *twWorld) mustList(app string, f TokenFilter, offset, limit int) ([]*Token, int) {
+func (w *tokenWorld) mustList(app string, f TokenFilter, offset, limit int) ([]*Token, int) {
 	w.tb.Helper()
 	toks, total, err := w.list(app, f, offset, limit)
 	if err != nil {
@@ -317,30 +315,30 @@ func (w *twWorld) mustList(app string, f TokenFilter, offset, limit int) ([]*Tok
 }
 
 // total is how many tokens the admin application can list.
-func (w *twWorld) total() int {
+func (w *tokenWorld) total() int {
 	w.tb.Helper()
 	_, n := w.mustList("admin", TokenFilter{}, 0, 100)
 	return n
 }
 
-func (w *twWorld) update(app, id string, patch map[string]any) (*Token, error) {
+func (w *tokenWorld) update(app, id string, patch map[string]any) (*Token, error) {
 	w.tb.Helper()
 	tok, err := w.s.UpdateToken(w.ctx, w.req(app), id, patch)
-	return tok, twNote(w.tb, err)
+	return tok, noSecretIn(w.tb, err)
 }
 
-func (w *twWorld) del(app, id string) error {
+func (w *tokenWorld) del(app, id string) error {
 	w.tb.Helper()
-	return twNote(w.tb, w.s.DeleteToken(w.ctx, w.req(app), id))
+	return noSecretIn(w.tb, w.s.DeleteToken(w.ctx, w.req(app), id))
 }
 
-func (w *twWorld) tokenize(app string, body any) (any, error) {
+func (w *tokenWorld) tokenize(app string, body any) (any, error) {
 	w.tb.Helper()
 	out, err := w.s.Tokenize(w.ctx, w.req(app), body)
-	return out, twNote(w.tb, err)
+	return out, noSecretIn(w.tb, err)
 }
 
-func (w *twWorld) usage() *UsageReport {
+func (w *tokenWorld) usage() *UsageReport {
 	w.tb.Helper()
 	rep, err := w.s.Usage(w.ctx, w.tenant)
 	if err != nil {
@@ -350,7 +348,7 @@ func (w *twWorld) usage() *UsageReport {
 }
 
 // record reads a token record as stored, expired or not.
-func (w *twWorld) record(id string) (*tokenRecord, error) {
+func (w *tokenWorld) record(id string) (*tokenRecord, error) {
 	var rec tokenRecord
 	err := w.s.kv.View(w.ctx, func(r Reader) error {
 		tk, err := w.s.tenantKeysFor(r, w.tenant.ID)
@@ -365,7 +363,7 @@ func (w *twWorld) record(id string) (*tokenRecord, error) {
 	return &rec, nil
 }
 
-func (w *twWorld) keys() *tenantKeys {
+func (w *tokenWorld) keys() *tenantKeys {
 	w.tb.Helper()
 	var tk *tenantKeys
 	err := w.s.kv.View(w.ctx, func(r Reader) error {
@@ -383,7 +381,7 @@ func (w *twWorld) keys() *tenantKeys {
 // "tok", "tokc", "fpx", "six" and "exp" entries named by it, and "fpc"
 // for a dedupe claim it holds. Monthly activity markers are history, not
 // index entries, and are left out.
-func (w *twWorld) indexEntries(id string) []string {
+func (w *tokenWorld) indexEntries(id string) []string {
 	w.tb.Helper()
 	var kinds []string
 	tp := string(tenantDataPrefix(w.tenant.ID))
@@ -417,8 +415,8 @@ func (w *twWorld) indexEntries(id string) []string {
 	return kinds
 }
 
-// twIDs returns the ids of tokens.
-func twIDs(toks []*Token) []string {
+// idsOf returns the ids of tokens.
+func idsOf(toks []*Token) []string {
 	out := make([]string, len(toks))
 	for i, t := range toks {
 		out[i] = t.ID
@@ -426,21 +424,27 @@ func twIDs(toks []*Token) []string {
 	return out
 }
 
-func twWantErr(tb testing.TB, err, target error) {
+// wantErrorIs fails unless errors.Is(err, target).
+func wantErrorIs(tb testing.TB, err, target error) {
 	tb.Helper()
 	if !errors.Is(err, target) {
 		tb.Fatalf("error = %v, want %v", err, target)
 	}
 }
 
-func twWantFields(tb testing.TB, err error, want ...string) {
+// wantFieldErrors fails unless err is a ValidationError on exactly want,
+// and returns it.
+func wantFieldErrors(tb testing.TB, err error, want ...string) *ValidationError {
 	tb.Helper()
 	if err == nil {
 		tb.Fatalf("no error, want a ValidationError on %v", want)
 	}
 	got := validationFields(tb, err)
-	sort.Strings(want)
+	slices.Sort(want)
 	if !slices.Equal(got, want) {
 		tb.Fatalf("ValidationError fields = %v, want %v (%v)", got, want, err)
 	}
+	var v *ValidationError
+	errors.As(err, &v)
+	return v
 }

@@ -16,7 +16,7 @@ import (
 )
 
 func TestCreateTokenValidation(t *testing.T) {
-	w := newTWWorld(t, nil)
+	w := newTokenWorld(t, nil)
 	long := strings.Repeat("x", MaxMetadataValueLength+1)
 	for _, tc := range []struct {
 		name  string
@@ -30,38 +30,38 @@ func TestCreateTokenValidation(t *testing.T) {
 		{"token without data", TokenInput{Type: "token"}, []string{"data"}},
 		{"unknown type", TokenInput{Type: "cards", Data: "x"}, []string{"type"}},
 		{"no type", TokenInput{Data: "x"}, []string{"type"}},
-		{"card visa with cvc", TokenInput{Type: "card", Data: twCard(twVisa, twCVC)}, nil},
-		{"card mastercard without cvc", TokenInput{Type: "card", Data: twCard(twMaster, "")}, nil},
-		{"card amex 15 digits 3-digit cvc", TokenInput{Type: "card", Data: twCard(twAmex, "123")}, nil},
-		{"card number only", TokenInput{Type: "card", Data: map[string]any{"number": twVisa2}}, nil},
-		{"card 13 digits", TokenInput{Type: "card", Data: map[string]any{"number": twSecret(twLuhn("4", 1, 13))}}, nil},
-		{"card 19 digits", TokenInput{Type: "card", Data: map[string]any{"number": twSecret(twLuhn("4", 1, 19))}}, nil},
-		{"card 12 digits", TokenInput{Type: "card", Data: map[string]any{"number": twSecret(twLuhn("4", 1, 12))}}, []string{"data.number"}},
-		{"card 20 digits", TokenInput{Type: "card", Data: map[string]any{"number": twSecret(twLuhn("4", 1, 20))}}, []string{"data.number"}},
-		{"card Luhn failure", TokenInput{Type: "card", Data: twCard(twBadLuhn, twCVC)}, []string{"data.number"}},
-		{"card number with spaces", TokenInput{Type: "card", Data: map[string]any{"number": twSecret("4242 4242 4242 4242")}}, []string{"data.number"}},
-		{"card number as a JSON number", TokenInput{Type: "card", Data: map[string]any{"number": json.Number(twVisa)}}, []string{"data.number"}},
+		{"card visa with cvc", TokenInput{Type: "card", Data: cardData(testVisa, testCVC)}, nil},
+		{"card mastercard without cvc", TokenInput{Type: "card", Data: cardData(testMastercard, "")}, nil},
+		{"card amex 15 digits 3-digit cvc", TokenInput{Type: "card", Data: cardData(testAmex, "123")}, nil},
+		{"card number only", TokenInput{Type: "card", Data: map[string]any{"number": testVisa2}}, nil},
+		{"card 13 digits", TokenInput{Type: "card", Data: map[string]any{"number": asSecret(luhnNumber("4", 1, 13))}}, nil},
+		{"card 19 digits", TokenInput{Type: "card", Data: map[string]any{"number": asSecret(luhnNumber("4", 1, 19))}}, nil},
+		{"card 12 digits", TokenInput{Type: "card", Data: map[string]any{"number": asSecret(luhnNumber("4", 1, 12))}}, []string{"data.number"}},
+		{"card 20 digits", TokenInput{Type: "card", Data: map[string]any{"number": asSecret(luhnNumber("4", 1, 20))}}, []string{"data.number"}},
+		{"card Luhn failure", TokenInput{Type: "card", Data: cardData(testBadLuhn, testCVC)}, []string{"data.number"}},
+		{"card number with spaces", TokenInput{Type: "card", Data: map[string]any{"number": asSecret("4242 4242 4242 4242")}}, []string{"data.number"}},
+		{"card number as a JSON number", TokenInput{Type: "card", Data: map[string]any{"number": json.Number(testVisa)}}, []string{"data.number"}},
 		{"card without number", TokenInput{Type: "card", Data: map[string]any{"expiration_month": json.Number("1")}}, []string{"data.number"}},
-		{"card month 0", TokenInput{Type: "card", Data: map[string]any{"number": twVisa, "expiration_month": json.Number("0")}}, []string{"data.expiration_month"}},
-		{"card month 13", TokenInput{Type: "card", Data: map[string]any{"number": twVisa, "expiration_month": json.Number("13")}}, []string{"data.expiration_month"}},
-		{"card month as string", TokenInput{Type: "card", Data: map[string]any{"number": twVisa, "expiration_month": "12"}}, []string{"data.expiration_month"}},
-		{"card two-digit year", TokenInput{Type: "card", Data: map[string]any{"number": twVisa, "expiration_year": json.Number("30")}}, []string{"data.expiration_year"}},
-		{"card five-digit year", TokenInput{Type: "card", Data: map[string]any{"number": twVisa, "expiration_year": json.Number("20301")}}, []string{"data.expiration_year"}},
-		{"card cvc 2 digits", TokenInput{Type: "card", Data: twCard(twVisa, "91")}, []string{"data.cvc"}},
-		{"card cvc 5 digits", TokenInput{Type: "card", Data: twCard(twVisa, "91735")}, []string{"data.cvc"}},
-		{"card cvc letters", TokenInput{Type: "card", Data: twCard(twVisa, "91a")}, []string{"data.cvc"}},
-		{"card cvc as number", TokenInput{Type: "card", Data: map[string]any{"number": twVisa, "cvc": json.Number("917")}}, []string{"data.cvc"}},
-		{"card unknown member", TokenInput{Type: "card", Data: map[string]any{"number": twVisa, "pin": "1234"}}, []string{"data.pin"}},
-		{"card data not an object", TokenInput{Type: "card", Data: twVisa}, []string{"data"}},
-		{"bank", TokenInput{Type: "bank", Data: twBank(twRouting, twAccount)}, nil},
-		{"bank one-digit account", TokenInput{Type: "bank", Data: twBank(twRouting2, "7")}, nil},
-		{"bank 17-digit account", TokenInput{Type: "bank", Data: twBank(twRouting, "12345678901234567")}, nil},
-		{"bank 18-digit account", TokenInput{Type: "bank", Data: twBank(twRouting, "123456789012345678")}, []string{"data.account_number"}},
-		{"bank account with letters", TokenInput{Type: "bank", Data: twBank(twRouting, "12345abc")}, []string{"data.account_number"}},
-		{"bank without account", TokenInput{Type: "bank", Data: map[string]any{"routing_number": twRouting}}, []string{"data.account_number"}},
-		{"bank ABA checksum failure", TokenInput{Type: "bank", Data: twBank("021000022", twAccount)}, []string{"data.routing_number"}},
-		{"bank 8-digit routing", TokenInput{Type: "bank", Data: twBank("02100002", twAccount)}, []string{"data.routing_number"}},
-		{"bank without routing", TokenInput{Type: "bank", Data: map[string]any{"account_number": twAccount}}, []string{"data.routing_number"}},
+		{"card month 0", TokenInput{Type: "card", Data: map[string]any{"number": testVisa, "expiration_month": json.Number("0")}}, []string{"data.expiration_month"}},
+		{"card month 13", TokenInput{Type: "card", Data: map[string]any{"number": testVisa, "expiration_month": json.Number("13")}}, []string{"data.expiration_month"}},
+		{"card month as string", TokenInput{Type: "card", Data: map[string]any{"number": testVisa, "expiration_month": "12"}}, []string{"data.expiration_month"}},
+		{"card two-digit year", TokenInput{Type: "card", Data: map[string]any{"number": testVisa, "expiration_year": json.Number("30")}}, []string{"data.expiration_year"}},
+		{"card five-digit year", TokenInput{Type: "card", Data: map[string]any{"number": testVisa, "expiration_year": json.Number("20301")}}, []string{"data.expiration_year"}},
+		{"card cvc 2 digits", TokenInput{Type: "card", Data: cardData(testVisa, "91")}, []string{"data.cvc"}},
+		{"card cvc 5 digits", TokenInput{Type: "card", Data: cardData(testVisa, "91735")}, []string{"data.cvc"}},
+		{"card cvc letters", TokenInput{Type: "card", Data: cardData(testVisa, "91a")}, []string{"data.cvc"}},
+		{"card cvc as number", TokenInput{Type: "card", Data: map[string]any{"number": testVisa, "cvc": json.Number("917")}}, []string{"data.cvc"}},
+		{"card unknown member", TokenInput{Type: "card", Data: map[string]any{"number": testVisa, "pin": "1234"}}, []string{"data.pin"}},
+		{"card data not an object", TokenInput{Type: "card", Data: testVisa}, []string{"data"}},
+		{"bank", TokenInput{Type: "bank", Data: bankData(testRouting, testAccount)}, nil},
+		{"bank one-digit account", TokenInput{Type: "bank", Data: bankData(testRouting2, "7")}, nil},
+		{"bank 17-digit account", TokenInput{Type: "bank", Data: bankData(testRouting, "12345678901234567")}, nil},
+		{"bank 18-digit account", TokenInput{Type: "bank", Data: bankData(testRouting, "123456789012345678")}, []string{"data.account_number"}},
+		{"bank account with letters", TokenInput{Type: "bank", Data: bankData(testRouting, "12345abc")}, []string{"data.account_number"}},
+		{"bank without account", TokenInput{Type: "bank", Data: map[string]any{"routing_number": testRouting}}, []string{"data.account_number"}},
+		{"bank ABA checksum failure", TokenInput{Type: "bank", Data: bankData("021000022", testAccount)}, []string{"data.routing_number"}},
+		{"bank 8-digit routing", TokenInput{Type: "bank", Data: bankData("02100002", testAccount)}, []string{"data.routing_number"}},
+		{"bank without routing", TokenInput{Type: "bank", Data: map[string]any{"account_number": testAccount}}, []string{"data.routing_number"}},
 		{"container without slashes", TokenInput{Type: "token", Data: "x", Containers: []string{"general"}}, []string{"containers[0]"}},
 		{"container with a dot", TokenInput{Type: "token", Data: "x", Containers: []string{"/general/a.b/"}}, []string{"containers[0]"}},
 		{"two containers", TokenInput{Type: "token", Data: "x", Containers: []string{"/general/", "/general/low/"}}, []string{"containers"}},
@@ -76,7 +76,7 @@ func TestCreateTokenValidation(t *testing.T) {
 			before := w.total()
 			tok, err := w.create("admin", tc.in)
 			if tc.valid != nil {
-				twWantFields(t, err, tc.valid...)
+				wantFieldErrors(t, err, tc.valid...)
 				if after := w.total(); after != before {
 					t.Errorf("a refused create changed the token count %d -> %d", before, after)
 				}
@@ -90,7 +90,7 @@ func TestCreateTokenValidation(t *testing.T) {
 			}
 			got := w.mustGet("admin", tok.ID)
 			if !sameJSON(t, got.Data, tc.in.Data) {
-				t.Errorf("revealed data = %s, want %s", twJSON(t, got.Data), twJSON(t, tc.in.Data))
+				t.Errorf("revealed data = %s, want %s", encodeJSON(t, got.Data), encodeJSON(t, tc.in.Data))
 			}
 		})
 	}
@@ -106,13 +106,13 @@ func TestCreateTokenTypeDefaults(t *testing.T) {
 		fingerprint string // the type's default fingerprint expression
 	}{
 		{"token", map[string]any{"secret": "value"}, "/general/high/", "", "{{ data | stringify }}"},
-		{"card", twCard(twVisa, twCVC), "/pci/high/",
+		{"card", cardData(testVisa, testCVC), "/pci/high/",
 			`{"number":"XXXXXXXXXXXX4242","expiration_month":12,"expiration_year":2030}`, "{{ data.number }}"},
-		{"bank", twBank(twRouting, twAccount), "/bank/high/",
+		{"bank", bankData(testRouting, testAccount), "/bank/high/",
 			`{"routing_number":"021000021","account_number":"XXXXXXXXXX1234"}`, "{{ data.account_number }}|{{ data.routing_number }}"},
 	} {
 		t.Run(tc.typ, func(t *testing.T) {
-			w := newTWWorld(t, nil)
+			w := newTokenWorld(t, nil)
 			tok := w.mustCreate("admin", TokenInput{Type: tc.typ, Data: tc.data})
 			if !slices.Equal(tok.Containers, []string{tc.container}) {
 				t.Errorf("containers = %v, want [%s]", tok.Containers, tc.container)
@@ -123,10 +123,10 @@ func TestCreateTokenTypeDefaults(t *testing.T) {
 			masked := w.mustGet("masker", tok.ID)
 			if tc.masked == "" {
 				if masked.Data != nil {
-					t.Errorf("masked read of a type without a mask = %s, want no data", twJSON(t, masked.Data))
+					t.Errorf("masked read of a type without a mask = %s, want no data", encodeJSON(t, masked.Data))
 				}
-			} else if !twSameJSON(t, masked.Data, tc.masked) {
-				t.Errorf("masked data = %s, want %s", twJSON(t, masked.Data), tc.masked)
+			} else if !jsonEqual(t, masked.Data, tc.masked) {
+				t.Errorf("masked data = %s, want %s", encodeJSON(t, masked.Data), tc.masked)
 			}
 
 			// fingerprint_tokens uses the type's default expression
@@ -141,7 +141,7 @@ func TestCreateTokenTypeDefaults(t *testing.T) {
 }
 
 func TestCreateTokenContainers(t *testing.T) {
-	w := newTWWorld(t, nil)
+	w := newTokenWorld(t, nil)
 	for _, tc := range []struct {
 		name, typ string
 		in, want  []string
@@ -156,7 +156,7 @@ func TestCreateTokenContainers(t *testing.T) {
 			w := w.at(t)
 			data := any("x")
 			if tc.typ == "card" {
-				data = twCard(twVisa, "")
+				data = cardData(testVisa, "")
 			}
 			tok := w.mustCreate("admin", TokenInput{Type: tc.typ, Data: data, Containers: tc.in})
 			if !slices.Equal(tok.Containers, tc.want) {
@@ -170,7 +170,7 @@ func TestCreateTokenContainers(t *testing.T) {
 }
 
 func TestCreateTokenIDs(t *testing.T) {
-	w := newTWWorld(t, nil)
+	w := newTokenWorld(t, nil)
 	for _, tc := range []struct {
 		name string
 		id   string
@@ -191,7 +191,7 @@ func TestCreateTokenIDs(t *testing.T) {
 			w := w.at(t)
 			tok, err := w.create("admin", TokenInput{ID: tc.id, Type: "token", Data: "v"})
 			if !tc.ok {
-				twWantFields(t, err, "id")
+				wantFieldErrors(t, err, "id")
 				return
 			}
 			if err != nil {
@@ -213,15 +213,15 @@ func TestCreateTokenIDs(t *testing.T) {
 		t.Run(fmt.Sprintf("forbidden %q", c), func(t *testing.T) {
 			w := w.at(t)
 			_, err := w.create("admin", TokenInput{ID: "abc" + string(c) + "def", Type: "token", Data: "v"})
-			twWantFields(t, err, "id")
+			wantFieldErrors(t, err, "id")
 		})
 	}
 	t.Run("duplicate", func(t *testing.T) {
 		w := w.at(t)
 		first := w.mustCreate("admin", TokenInput{ID: "dup-id", Type: "token", Data: "first"})
 		before := w.total()
-		_, err := w.create("admin", TokenInput{ID: "dup-id", Type: "card", Data: twCard(twVisa, twCVC)})
-		twWantErr(t, err, ErrConflict)
+		_, err := w.create("admin", TokenInput{ID: "dup-id", Type: "card", Data: cardData(testVisa, testCVC)})
+		wantErrorIs(t, err, ErrConflict)
 		if got := w.mustGet("admin", first.ID); got.Data != "first" || got.Type != "token" {
 			t.Errorf("the duplicate changed the first token: %+v", got)
 		}
@@ -229,14 +229,14 @@ func TestCreateTokenIDs(t *testing.T) {
 			t.Errorf("a refused duplicate changed the count")
 		}
 		// another tenant may use the same id
-		other := newTWWorldOn(t, w.s, w.clock, w.dir, nil)
+		other := newTokenWorldOn(t, w.s, w.clock, w.dir, nil)
 		if _, err := other.create("admin", TokenInput{ID: "dup-id", Type: "token", Data: "other"}); err != nil {
 			t.Errorf("the same id in another tenant: %v", err)
 		}
 	})
 	t.Run("expression", func(t *testing.T) {
 		w := w.at(t)
-		data := twSecret("4111111111111111")
+		data := asSecret("4111111111111111")
 		tok := w.mustCreate("admin", TokenInput{ID: "{{ data | alias_preserve_format: 0, 4 }}", Type: "token", Data: data})
 		if len(tok.ID) != len(data) || !isASCIIDigits(tok.ID) || !strings.HasSuffix(tok.ID, "1111") || tok.ID == data {
 			t.Errorf("id from alias_preserve_format: 0, 4 = %q (%d chars)", tok.ID, len(tok.ID))
@@ -247,27 +247,27 @@ func TestCreateTokenIDs(t *testing.T) {
 	})
 	t.Run("expression yielding a forbidden character", func(t *testing.T) {
 		w := w.at(t)
-		_, err := w.create("admin", TokenInput{ID: "{{ data }}", Type: "token", Data: twSecret("5105105105105100/x")})
-		twWantFields(t, err, "id")
+		_, err := w.create("admin", TokenInput{ID: "{{ data }}", Type: "token", Data: asSecret("5105105105105100/x")})
+		wantFieldErrors(t, err, "id")
 	})
 	t.Run("expression yielding too short an id", func(t *testing.T) {
 		w := w.at(t)
 		_, err := w.create("admin", TokenInput{ID: "{{ data | last4 | slice: 0, 2 }}", Type: "token", Data: "abcdef"})
-		twWantFields(t, err, "id")
+		wantFieldErrors(t, err, "id")
 	})
 	t.Run("expression that does not parse", func(t *testing.T) {
 		w := w.at(t)
 		_, err := w.create("admin", TokenInput{ID: "{{ data | no_such_filter }}", Type: "token", Data: "abcdef"})
-		twWantFields(t, err, "id")
+		wantFieldErrors(t, err, "id")
 	})
 }
 
 // Reads come back revealed, masked or redacted by the first access rule
 // that covers the token's container and grants token:read.
 func TestGetTokenAccessRules(t *testing.T) {
-	w := newTWWorld(t, nil)
-	card := twCard(twVisa, twCVC)
-	bank := twBank(twRouting, twAccount)
+	w := newTokenWorld(t, nil)
+	card := cardData(testVisa, testCVC)
+	bank := bankData(testRouting, testAccount)
 	const (
 		cardMasked = `{"number":"XXXXXXXXXXXX4242","expiration_month":12,"expiration_year":2030}`
 		bankMasked = `{"routing_number":"021000021","account_number":"XXXXXXXXXX1234"}`
@@ -282,8 +282,8 @@ func TestGetTokenAccessRules(t *testing.T) {
 		"token-masked":  w.mustCreate("admin", TokenInput{Type: "token", Data: "my-my-secret", Mask: "{{ data | reveal_last: 3 }}"}),
 	}
 	revealed := map[string]string{
-		"card": twJSON(t, card), "card-low": twJSON(t, card), "card-root-pci": twJSON(t, card),
-		"bank": twJSON(t, bank), "token": `"my-secret"`, "token-masked": `"my-my-secret"`,
+		"card": encodeJSON(t, card), "card-low": encodeJSON(t, card), "card-root-pci": encodeJSON(t, card),
+		"bank": encodeJSON(t, bank), "token": `"my-secret"`, "token-masked": `"my-my-secret"`,
 	}
 	masked := map[string]string{
 		"card": cardMasked, "card-low": cardMasked, "card-root-pci": cardMasked,
@@ -310,7 +310,7 @@ func TestGetTokenAccessRules(t *testing.T) {
 				w := w.at(t)
 				got, err := w.get(tc.app, toks[name].ID)
 				if want == forbidden {
-					twWantErr(t, err, ErrForbidden)
+					wantErrorIs(t, err, ErrForbidden)
 					return
 				}
 				if err != nil {
@@ -325,9 +325,9 @@ func TestGetTokenAccessRules(t *testing.T) {
 				}
 				switch {
 				case wantData == "" && got.Data != nil:
-					t.Errorf("%s: data = %s, want none", want, twJSON(t, got.Data))
-				case wantData != "" && !twSameJSON(t, got.Data, wantData):
-					t.Errorf("%s: data = %s, want %s", want, twJSON(t, got.Data), wantData)
+					t.Errorf("%s: data = %s, want none", want, encodeJSON(t, got.Data))
+				case wantData != "" && !jsonEqual(t, got.Data, wantData):
+					t.Errorf("%s: data = %s, want %s", want, encodeJSON(t, got.Data), wantData)
 				}
 				if got.ID != toks[name].ID || got.Type == "" || got.TenantID != w.tenant.ID || len(got.Containers) != 1 {
 					t.Errorf("token = %+v", got)
@@ -337,35 +337,35 @@ func TestGetTokenAccessRules(t *testing.T) {
 	}
 	t.Run("unknown id", func(t *testing.T) {
 		_, err := w.at(t).get("admin", "no-such-token")
-		twWantErr(t, err, ErrNotFound)
+		wantErrorIs(t, err, ErrNotFound)
 	})
 	t.Run("another tenant's token", func(t *testing.T) {
-		other := newTWWorldOn(t, w.s, w.clock, w.dir, nil)
+		other := newTokenWorldOn(t, w.s, w.clock, w.dir, nil)
 		_, err := other.get("admin", toks["card"].ID)
-		twWantErr(t, err, ErrNotFound)
+		wantErrorIs(t, err, ErrNotFound)
 	})
 }
 
 // A create answers with data masked at most, and refuses a container the
 // caller may not create in.
 func TestCreateTokenAnswer(t *testing.T) {
-	w := newTWWorld(t, nil)
+	w := newTokenWorld(t, nil)
 	const cardMasked = `{"number":"XXXXXXXXXXXX4242","expiration_month":12,"expiration_year":2030}`
 	for _, tc := range []struct {
 		app, typ string
 		data     any
 		want     string // JSON data of the answer, "" for none, "forbidden"
 	}{
-		{"admin", "card", twCard(twVisa, twCVC), cardMasked},
-		{"admin", "bank", twBank(twRouting, twAccount), `{"routing_number":"021000021","account_number":"XXXXXXXXXX1234"}`},
+		{"admin", "card", cardData(testVisa, testCVC), cardMasked},
+		{"admin", "bank", bankData(testRouting, testAccount), `{"routing_number":"021000021","account_number":"XXXXXXXXXX1234"}`},
 		{"admin", "token", "secret", ""},
-		{"masker", "card", twCard(twVisa, twCVC), cardMasked},
-		{"redactor", "card", twCard(twVisa, twCVC), ""},
-		{"writer", "card", twCard(twVisa, twCVC), cardMasked},
-		{"pci", "card", twCard(twVisa, twCVC), cardMasked},
+		{"masker", "card", cardData(testVisa, testCVC), cardMasked},
+		{"redactor", "card", cardData(testVisa, testCVC), ""},
+		{"writer", "card", cardData(testVisa, testCVC), cardMasked},
+		{"pci", "card", cardData(testVisa, testCVC), cardMasked},
 		{"pci", "token", "secret", "forbidden"},
-		{"pci", "bank", twBank(twRouting, twAccount), "forbidden"},
-		{"pcihigh", "card-low", twCard(twVisa, twCVC), "forbidden"},
+		{"pci", "bank", bankData(testRouting, testAccount), "forbidden"},
+		{"pcihigh", "card-low", cardData(testVisa, testCVC), "forbidden"},
 		{"mixed", "token", "secret", ""},
 	} {
 		t.Run(tc.app+"/"+tc.typ, func(t *testing.T) {
@@ -377,7 +377,7 @@ func TestCreateTokenAnswer(t *testing.T) {
 			before := w.total()
 			tok, err := w.create(tc.app, in)
 			if tc.want == "forbidden" {
-				twWantErr(t, err, ErrForbidden)
+				wantErrorIs(t, err, ErrForbidden)
 				if w.total() != before {
 					t.Errorf("a forbidden create stored a token")
 				}
@@ -387,11 +387,11 @@ func TestCreateTokenAnswer(t *testing.T) {
 				t.Fatal(err)
 			}
 			if tc.want == "" && tok.Data != nil {
-				t.Errorf("answer data = %s, want none", twJSON(t, tok.Data))
-			} else if tc.want != "" && !twSameJSON(t, tok.Data, tc.want) {
-				t.Errorf("answer data = %s, want %s", twJSON(t, tok.Data), tc.want)
+				t.Errorf("answer data = %s, want none", encodeJSON(t, tok.Data))
+			} else if tc.want != "" && !jsonEqual(t, tok.Data, tc.want) {
+				t.Errorf("answer data = %s, want %s", encodeJSON(t, tok.Data), tc.want)
 			}
-			if raw := twJSON(t, tok); strings.Contains(raw, twVisa) || twHoldsCVC(raw) || strings.Contains(raw, twAccount) {
+			if raw := encodeJSON(t, tok); strings.Contains(raw, testVisa) || holdsCVC(raw) || strings.Contains(raw, testAccount) {
 				t.Errorf("the create answer reveals data: %s", raw)
 			}
 			if tok.Extras != nil {
@@ -402,21 +402,21 @@ func TestCreateTokenAnswer(t *testing.T) {
 }
 
 func TestFingerprints(t *testing.T) {
-	w := newTWWorld(t, nil)
+	w := newTokenWorld(t, nil)
 	t.Run("none without setting or expression", func(t *testing.T) {
 		w := w.at(t)
 		for _, in := range []TokenInput{
-			{Type: "card", Data: twCard(twVisa, "")},
-			{Type: "bank", Data: twBank(twRouting, twAccount)},
+			{Type: "card", Data: cardData(testVisa, "")},
+			{Type: "bank", Data: bankData(testRouting, testAccount)},
 			{Type: "token", Data: "x"},
-			{Type: "card", Data: twCard(twVisa, ""), DeduplicateToken: boolPtr(false)},
+			{Type: "card", Data: cardData(testVisa, ""), DeduplicateToken: boolPtr(false)},
 		} {
 			if tok := w.mustCreate("admin", in); tok.Fingerprint != "" {
 				t.Errorf("%s fingerprinted: %q", in.Type, tok.Fingerprint)
 			}
 		}
 	})
-	fp := func(w *twWorld, in TokenInput) string {
+	fp := func(w *tokenWorld, in TokenInput) string {
 		w.tb.Helper()
 		tok := w.mustCreate("admin", in)
 		if got := w.mustGet("admin", tok.ID).Fingerprint; got != tok.Fingerprint {
@@ -426,33 +426,33 @@ func TestFingerprints(t *testing.T) {
 	}
 	t.Run("with an expression", func(t *testing.T) {
 		w := w.at(t)
-		a := fp(w, TokenInput{Type: "card", Data: twCard(twVisa, twCVC), FingerprintExpression: "{{ data.number }}"})
-		b := fp(w, TokenInput{Type: "card", Data: twCard(twVisa, twCVC2), FingerprintExpression: "{{ data.number }}"})
-		c := fp(w, TokenInput{Type: "card", Data: twCard(twVisa2, twCVC), FingerprintExpression: "{{ data.number }}"})
+		a := fp(w, TokenInput{Type: "card", Data: cardData(testVisa, testCVC), FingerprintExpression: "{{ data.number }}"})
+		b := fp(w, TokenInput{Type: "card", Data: cardData(testVisa, testCVC2), FingerprintExpression: "{{ data.number }}"})
+		c := fp(w, TokenInput{Type: "card", Data: cardData(testVisa2, testCVC), FingerprintExpression: "{{ data.number }}"})
 		if a == "" || a != b {
 			t.Errorf("same number: fingerprints %q and %q", a, b)
 		}
 		if a == c {
 			t.Errorf("different numbers share fingerprint %q", a)
 		}
-		plain := sha256.Sum256([]byte(twVisa))
-		for _, unkeyed := range []string{twVisa, hex.EncodeToString(plain[:]), base64.RawURLEncoding.EncodeToString(plain[:]), base64.StdEncoding.EncodeToString(plain[:])} {
+		plain := sha256.Sum256([]byte(testVisa))
+		for _, unkeyed := range []string{testVisa, hex.EncodeToString(plain[:]), base64.RawURLEncoding.EncodeToString(plain[:]), base64.StdEncoding.EncodeToString(plain[:])} {
 			if a == unkeyed {
 				t.Errorf("fingerprint is an unkeyed function of the number")
 			}
 		}
-		if w.keys().fingerprintOf("card", twVisa) != a {
+		if w.keys().fingerprintOf("card", testVisa) != a {
 			t.Errorf("fingerprint is not the tenant's keyed HMAC of the evaluated expression")
 		}
 	})
 	t.Run("automatic with fingerprint_tokens", func(t *testing.T) {
-		w := newTWWorld(t, map[string]string{"fingerprint_tokens": "true"})
-		a := fp(w, TokenInput{Type: "card", Data: twCard(twVisa, twCVC)})
-		b := fp(w, TokenInput{Type: "card", Data: map[string]any{"number": twVisa}})
+		w := newTokenWorld(t, map[string]string{"fingerprint_tokens": "true"})
+		a := fp(w, TokenInput{Type: "card", Data: cardData(testVisa, testCVC)})
+		b := fp(w, TokenInput{Type: "card", Data: map[string]any{"number": testVisa}})
 		if a == "" || a != b {
 			t.Errorf("same card number: fingerprints %q and %q", a, b)
 		}
-		if x, y := fp(w, TokenInput{Type: "bank", Data: twBank(twRouting, twAccount)}), fp(w, TokenInput{Type: "bank", Data: twBank(twRouting2, twAccount)}); x == "" || x == y {
+		if x, y := fp(w, TokenInput{Type: "bank", Data: bankData(testRouting, testAccount)}), fp(w, TokenInput{Type: "bank", Data: bankData(testRouting2, testAccount)}); x == "" || x == y {
 			t.Errorf("bank accounts with different routing numbers: fingerprints %q and %q", x, y)
 		}
 		if x, y := fp(w, TokenInput{Type: "token", Data: map[string]any{"a": "1", "b": "2"}}), fp(w, TokenInput{Type: "token", Data: map[string]any{"b": "2", "a": "1"}}); x == "" || x != y {
@@ -461,23 +461,23 @@ func TestFingerprints(t *testing.T) {
 	})
 	t.Run("per type", func(t *testing.T) {
 		w := w.at(t)
-		card := fp(w, TokenInput{Type: "card", Data: map[string]any{"number": twVisa}, FingerprintExpression: "{{ data.number }}"})
-		generic := fp(w, TokenInput{Type: "token", Data: map[string]any{"number": twVisa}, FingerprintExpression: "{{ data.number }}"})
+		card := fp(w, TokenInput{Type: "card", Data: map[string]any{"number": testVisa}, FingerprintExpression: "{{ data.number }}"})
+		generic := fp(w, TokenInput{Type: "token", Data: map[string]any{"number": testVisa}, FingerprintExpression: "{{ data.number }}"})
 		if card == generic {
 			t.Errorf("a card and a generic token with the same value share fingerprint %q", card)
 		}
 	})
 	t.Run("per tenant", func(t *testing.T) {
-		other := newTWWorldOn(t, w.s, w.clock, w.dir, nil)
-		in := TokenInput{Type: "card", Data: twCard(twVisa, ""), FingerprintExpression: "{{ data.number }}"}
+		other := newTokenWorldOn(t, w.s, w.clock, w.dir, nil)
+		in := TokenInput{Type: "card", Data: cardData(testVisa, ""), FingerprintExpression: "{{ data.number }}"}
 		if a, b := fp(w.at(t), in), fp(other, in); a == b {
 			t.Errorf("two tenants share fingerprint %q", a)
 		}
 	})
 	t.Run("with dedupe requested", func(t *testing.T) {
 		w := w.at(t)
-		a := fp(w, TokenInput{Type: "bank", Data: twBank(twRouting2, twAccount2), DeduplicateToken: boolPtr(true)})
-		if a == "" || a != w.keys().fingerprintOf("bank", twAccount2+"|"+twRouting2) {
+		a := fp(w, TokenInput{Type: "bank", Data: bankData(testRouting2, testAccount2), DeduplicateToken: boolPtr(true)})
+		if a == "" || a != w.keys().fingerprintOf("bank", testAccount2+"|"+testRouting2) {
 			t.Errorf("dedupe fingerprint %q is not the default expression's", a)
 		}
 	})
@@ -492,28 +492,28 @@ func TestFingerprints(t *testing.T) {
 
 func TestDeduplicateToken(t *testing.T) {
 	t.Run("requested", func(t *testing.T) {
-		w := newTWWorld(t, nil)
-		first := w.mustCreate("admin", TokenInput{Type: "card", Data: twCard(twVisa, twCVC), DeduplicateToken: boolPtr(true), Metadata: map[string]string{"n": "1"}})
+		w := newTokenWorld(t, nil)
+		first := w.mustCreate("admin", TokenInput{Type: "card", Data: cardData(testVisa, testCVC), DeduplicateToken: boolPtr(true), Metadata: map[string]string{"n": "1"}})
 		if first.Extras != nil {
 			t.Errorf("first create has _extras %+v", first.Extras)
 		}
-		again := w.mustCreate("admin", TokenInput{Type: "card", Data: twCard(twVisa, twCVC2), DeduplicateToken: boolPtr(true), Metadata: map[string]string{"n": "2"}})
+		again := w.mustCreate("admin", TokenInput{Type: "card", Data: cardData(testVisa, testCVC2), DeduplicateToken: boolPtr(true), Metadata: map[string]string{"n": "2"}})
 		if again.ID != first.ID || again.Extras == nil || !again.Extras.Deduplicated {
 			t.Fatalf("second create = id %s extras %+v, want id %s deduplicated", again.ID, again.Extras, first.ID)
 		}
 		if again.Metadata["n"] != "1" {
 			t.Errorf("deduplicated answer metadata = %v, want the existing token's", again.Metadata)
 		}
-		if !twSameJSON(t, again.Data, `{"number":"XXXXXXXXXXXX4242","expiration_month":12,"expiration_year":2030}`) {
-			t.Errorf("deduplicated answer data = %s, want masked", twJSON(t, again.Data))
+		if !jsonEqual(t, again.Data, `{"number":"XXXXXXXXXXXX4242","expiration_month":12,"expiration_year":2030}`) {
+			t.Errorf("deduplicated answer data = %s, want masked", encodeJSON(t, again.Data))
 		}
-		if got := w.mustGet("admin", first.ID).Data.(map[string]any)["cvc"]; got != twCVC {
+		if got := w.mustGet("admin", first.ID).Data.(map[string]any)["cvc"]; got != testCVC {
 			t.Errorf("dedupe changed the stored token")
 		}
 		// not deduplicated: without the flag, another number, another type
-		other := w.mustCreate("admin", TokenInput{Type: "card", Data: twCard(twVisa, "")})
-		number2 := w.mustCreate("admin", TokenInput{Type: "card", Data: twCard(twVisa2, ""), DeduplicateToken: boolPtr(true)})
-		generic := w.mustCreate("admin", TokenInput{Type: "token", Data: twVisa, DeduplicateToken: boolPtr(true), FingerprintExpression: "{{ data }}"})
+		other := w.mustCreate("admin", TokenInput{Type: "card", Data: cardData(testVisa, "")})
+		number2 := w.mustCreate("admin", TokenInput{Type: "card", Data: cardData(testVisa2, ""), DeduplicateToken: boolPtr(true)})
+		generic := w.mustCreate("admin", TokenInput{Type: "token", Data: testVisa, DeduplicateToken: boolPtr(true), FingerprintExpression: "{{ data }}"})
 		for _, tok := range []*Token{other, number2, generic} {
 			if tok.ID == first.ID || tok.Extras != nil {
 				t.Errorf("token %+v deduplicated against the first", tok)
@@ -527,27 +527,27 @@ func TestDeduplicateToken(t *testing.T) {
 		}
 	})
 	t.Run("tenant setting", func(t *testing.T) {
-		w := newTWWorld(t, map[string]string{"deduplicate_tokens": "true"})
-		first := w.mustCreate("admin", TokenInput{Type: "bank", Data: twBank(twRouting, twAccount)})
-		again := w.mustCreate("admin", TokenInput{Type: "bank", Data: twBank(twRouting, twAccount)})
+		w := newTokenWorld(t, map[string]string{"deduplicate_tokens": "true"})
+		first := w.mustCreate("admin", TokenInput{Type: "bank", Data: bankData(testRouting, testAccount)})
+		again := w.mustCreate("admin", TokenInput{Type: "bank", Data: bankData(testRouting, testAccount)})
 		if again.ID != first.ID || again.Extras == nil || !again.Extras.Deduplicated {
 			t.Errorf("with deduplicate_tokens: second create id %s extras %+v, want %s deduplicated", again.ID, again.Extras, first.ID)
 		}
-		off := w.mustCreate("admin", TokenInput{Type: "bank", Data: twBank(twRouting, twAccount), DeduplicateToken: boolPtr(false)})
+		off := w.mustCreate("admin", TokenInput{Type: "bank", Data: bankData(testRouting, testAccount), DeduplicateToken: boolPtr(false)})
 		if off.ID == first.ID || off.Extras != nil {
 			t.Errorf("deduplicate_token false was deduplicated")
 		}
 	})
 	t.Run("caller without token:read", func(t *testing.T) {
-		w := newTWWorld(t, nil)
-		first := w.mustCreate("admin", TokenInput{Type: "card", Data: twCard(twVisa, twCVC), DeduplicateToken: boolPtr(true),
+		w := newTokenWorld(t, nil)
+		first := w.mustCreate("admin", TokenInput{Type: "card", Data: cardData(testVisa, testCVC), DeduplicateToken: boolPtr(true),
 			Metadata: map[string]string{"customer": "c-1"}, SearchIndexes: []string{"{{ data.number | last4 }}"}})
-		again := w.mustCreate("writer", TokenInput{Type: "card", Data: twCard(twVisa, twCVC), DeduplicateToken: boolPtr(true)})
+		again := w.mustCreate("writer", TokenInput{Type: "card", Data: cardData(testVisa, testCVC), DeduplicateToken: boolPtr(true)})
 		if again.ID != first.ID {
 			t.Fatalf("not deduplicated")
 		}
 		var m map[string]any
-		if err := json.Unmarshal([]byte(twJSON(t, again)), &m); err != nil {
+		if err := json.Unmarshal([]byte(encodeJSON(t, again)), &m); err != nil {
 			t.Fatal(err)
 		}
 		var keys []string
@@ -563,9 +563,9 @@ func TestDeduplicateToken(t *testing.T) {
 		}
 	})
 	t.Run("redacting reader", func(t *testing.T) {
-		w := newTWWorld(t, nil)
-		w.mustCreate("admin", TokenInput{Type: "card", Data: twCard(twVisa, ""), DeduplicateToken: boolPtr(true), Metadata: map[string]string{"k": "v"}})
-		again := w.mustCreate("redactor", TokenInput{Type: "card", Data: twCard(twVisa, ""), DeduplicateToken: boolPtr(true)})
+		w := newTokenWorld(t, nil)
+		w.mustCreate("admin", TokenInput{Type: "card", Data: cardData(testVisa, ""), DeduplicateToken: boolPtr(true), Metadata: map[string]string{"k": "v"}})
+		again := w.mustCreate("redactor", TokenInput{Type: "card", Data: cardData(testVisa, ""), DeduplicateToken: boolPtr(true)})
 		if again.Extras == nil || !again.Extras.Deduplicated || again.Data != nil || again.Metadata["k"] != "v" {
 			t.Errorf("answer to a redacting reader = %+v", again)
 		}
@@ -574,7 +574,7 @@ func TestDeduplicateToken(t *testing.T) {
 
 // Concurrent identical creates with dedupe make one token.
 func TestDeduplicateTokenConcurrent(t *testing.T) {
-	w := newTWWorld(t, nil)
+	w := newTokenWorld(t, nil)
 	const n = 20
 	ids := make([]string, n)
 	errs := make([]error, n)
@@ -584,7 +584,7 @@ func TestDeduplicateTokenConcurrent(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			tok, err := w.s.CreateToken(w.ctx, req, TokenInput{Type: "card", Data: twCard(twMaster, twCVC), DeduplicateToken: boolPtr(true)})
+			tok, err := w.s.CreateToken(w.ctx, req, TokenInput{Type: "card", Data: cardData(testMastercard, testCVC), DeduplicateToken: boolPtr(true)})
 			errs[i] = err
 			if err == nil {
 				ids[i] = tok.ID
@@ -593,7 +593,7 @@ func TestDeduplicateTokenConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 	for _, err := range errs {
-		if twNote(t, err) != nil {
+		if noSecretIn(t, err) != nil {
 			t.Fatalf("concurrent create: %v", err)
 		}
 	}
@@ -613,28 +613,28 @@ func TestDeduplicateTokenConcurrent(t *testing.T) {
 func TestDeduplicateAfterFirstHolderGone(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		remove func(w *twWorld, id string)
+		remove func(w *tokenWorld, id string)
 	}{
-		{"deleted", func(w *twWorld, id string) {
+		{"deleted", func(w *tokenWorld, id string) {
 			if err := w.del("admin", id); err != nil {
 				w.tb.Fatal(err)
 			}
 		}},
-		{"updated to another number", func(w *twWorld, id string) {
-			if _, err := w.update("admin", id, map[string]any{"data": map[string]any{"number": twVisa2}}); err != nil {
+		{"updated to another number", func(w *tokenWorld, id string) {
+			if _, err := w.update("admin", id, map[string]any{"data": map[string]any{"number": testVisa2}}); err != nil {
 				w.tb.Fatal(err)
 			}
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := newTWWorld(t, map[string]string{"fingerprint_tokens": "true"})
-			a := w.mustCreate("admin", TokenInput{Type: "card", Data: twCard(twVisa, "")})
-			b := w.mustCreate("admin", TokenInput{Type: "card", Data: twCard(twVisa, "")})
+			w := newTokenWorld(t, map[string]string{"fingerprint_tokens": "true"})
+			a := w.mustCreate("admin", TokenInput{Type: "card", Data: cardData(testVisa, "")})
+			b := w.mustCreate("admin", TokenInput{Type: "card", Data: cardData(testVisa, "")})
 			if a.Fingerprint == "" || a.Fingerprint != b.Fingerprint || a.ID == b.ID {
 				t.Fatalf("setup: %+v %+v", a, b)
 			}
 			tc.remove(w, a.ID)
-			c := w.mustCreate("admin", TokenInput{Type: "card", Data: twCard(twVisa, ""), DeduplicateToken: boolPtr(true)})
+			c := w.mustCreate("admin", TokenInput{Type: "card", Data: cardData(testVisa, ""), DeduplicateToken: boolPtr(true)})
 			if c.ID != b.ID || c.Extras == nil || !c.Extras.Deduplicated {
 				t.Errorf("dedupe created %s (extras %+v) although token %s holds the same fingerprint", c.ID, c.Extras, b.ID)
 			}
@@ -643,7 +643,7 @@ func TestDeduplicateAfterFirstHolderGone(t *testing.T) {
 }
 
 func TestListTokens(t *testing.T) {
-	w := newTWWorld(t, nil)
+	w := newTokenWorld(t, nil)
 	type made struct {
 		tok  *Token
 		kind string
@@ -654,18 +654,18 @@ func TestListTokens(t *testing.T) {
 		all = append(all, made{tok, kind})
 		return tok
 	}
-	c1 := add("card", TokenInput{Type: "card", Data: twCard(twVisa, twCVC), Metadata: map[string]string{"customer": "Alice", "plan": "Gold"}})
+	c1 := add("card", TokenInput{Type: "card", Data: cardData(testVisa, testCVC), Metadata: map[string]string{"customer": "Alice", "plan": "Gold"}})
 	g1 := add("token", TokenInput{Type: "token", Data: "g1", Metadata: map[string]string{"customer": "alice", "plan": "silver"}})
-	b1 := add("bank", TokenInput{Type: "bank", Data: twBank(twRouting, twAccount), Metadata: map[string]string{"customer": "ALICE"}})
-	c2 := add("card", TokenInput{Type: "card", Data: twCard(twVisa2, ""), Metadata: map[string]string{"customer": "Bob", "plan": "gold"}})
+	b1 := add("bank", TokenInput{Type: "bank", Data: bankData(testRouting, testAccount), Metadata: map[string]string{"customer": "ALICE"}})
+	c2 := add("card", TokenInput{Type: "card", Data: cardData(testVisa2, ""), Metadata: map[string]string{"customer": "Bob", "plan": "gold"}})
 	g2 := add("token", TokenInput{Type: "token", Data: "g2", Metadata: map[string]string{"customer": "alicea"}})
-	c3 := add("card", TokenInput{Type: "card", Data: twCard(twMaster, ""), Containers: []string{"/pci/low/"}})
-	ids := func(toks ...*Token) []string { return twIDs(toks) }
+	c3 := add("card", TokenInput{Type: "card", Data: cardData(testMastercard, ""), Containers: []string{"/pci/low/"}})
+	ids := func(toks ...*Token) []string { return idsOf(toks) }
 
 	t.Run("sorted by created_at", func(t *testing.T) {
 		toks, total := w.at(t).mustList("admin", TokenFilter{}, 0, 100)
-		if want := ids(c1, g1, b1, c2, g2, c3); !slices.Equal(twIDs(toks), want) || total != 6 {
-			t.Errorf("list = %v total %d, want %v total 6", twIDs(toks), total, want)
+		if want := ids(c1, g1, b1, c2, g2, c3); !slices.Equal(idsOf(toks), want) || total != 6 {
+			t.Errorf("list = %v total %d, want %v total 6", idsOf(toks), total, want)
 		}
 		for i := 1; i < len(toks); i++ {
 			if toks[i].CreatedAt.Before(toks[i-1].CreatedAt.Time) {
@@ -705,7 +705,7 @@ func TestListTokens(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			toks, total := w.at(t).mustList(tc.app, tc.f, tc.offset, tc.limit)
-			if got := twIDs(toks); !slices.Equal(got, tc.want) || total != tc.total {
+			if got := idsOf(toks); !slices.Equal(got, tc.want) || total != tc.total {
 				t.Errorf("list = %v total %d, want %v total %d", got, total, tc.want, tc.total)
 			}
 		})
@@ -718,11 +718,11 @@ func TestListTokens(t *testing.T) {
 			case "card":
 				m, ok := tok.Data.(map[string]any)
 				if !ok || !strings.HasPrefix(fmt.Sprint(m["number"]), "XXXXXXXXXXXX") || m["cvc"] != nil {
-					t.Errorf("card listed as %s, want masked", twJSON(t, tok.Data))
+					t.Errorf("card listed as %s, want masked", encodeJSON(t, tok.Data))
 				}
 			case "bank":
 				if tok.Data != nil {
-					t.Errorf("bank listed as %s, want redacted", twJSON(t, tok.Data))
+					t.Errorf("bank listed as %s, want redacted", encodeJSON(t, tok.Data))
 				}
 			case "token":
 				if s, _ := tok.Data.(string); s != "g1" && s != "g2" {
@@ -731,8 +731,8 @@ func TestListTokens(t *testing.T) {
 			}
 		}
 		revealed, _ := w.mustList("admin", TokenFilter{IDs: []string{c1.ID}}, 0, 1)
-		if m, _ := revealed[0].Data.(map[string]any); m["number"] != twVisa || m["cvc"] != twCVC {
-			t.Errorf("admin list of a card = %s, want revealed with cvc", twJSON(t, revealed[0].Data))
+		if m, _ := revealed[0].Data.(map[string]any); m["number"] != testVisa || m["cvc"] != testCVC {
+			t.Errorf("admin list of a card = %s, want revealed with cvc", encodeJSON(t, revealed[0].Data))
 		}
 		redacted, _ := w.mustList("redactor", TokenFilter{}, 0, 10)
 		for _, tok := range redacted {
@@ -745,10 +745,10 @@ func TestListTokens(t *testing.T) {
 }
 
 func TestDeleteToken(t *testing.T) {
-	w := newTWWorld(t, map[string]string{"fingerprint_tokens": "true"})
+	w := newTokenWorld(t, map[string]string{"fingerprint_tokens": "true"})
 	expires := w.clock.Peek().Add(24 * time.Hour).Truncate(time.Second).Format(time.RFC3339)
-	tok := w.mustCreate("admin", TokenInput{Type: "card", Data: twCard(twVisa, twCVC), SearchIndexes: []string{"{{ data.number | last4 }}"}, ExpiresAt: expires})
-	keep := w.mustCreate("admin", TokenInput{Type: "card", Data: twCard(twVisa2, "")})
+	tok := w.mustCreate("admin", TokenInput{Type: "card", Data: cardData(testVisa, testCVC), SearchIndexes: []string{"{{ data.number | last4 }}"}, ExpiresAt: expires})
+	keep := w.mustCreate("admin", TokenInput{Type: "card", Data: cardData(testVisa2, "")})
 	if got, want := w.indexEntries(tok.ID), []string{"exp", "fpc", "fpx", "six", "tok", "tokc"}; !slices.Equal(got, want) {
 		t.Fatalf("entries of a new token = %v, want %v", got, want)
 	}
@@ -758,7 +758,7 @@ func TestDeleteToken(t *testing.T) {
 	if err := w.del("pcihigh", w.mustCreate("admin", TokenInput{Type: "token", Data: "other"}).ID); !errors.Is(err, ErrForbidden) {
 		t.Errorf("delete outside the caller's containers: %v, want ErrForbidden", err)
 	}
-	other := newTWWorldOn(t, w.s, w.clock, w.dir, nil)
+	other := newTokenWorldOn(t, w.s, w.clock, w.dir, nil)
 	if err := other.del("admin", tok.ID); !errors.Is(err, ErrNotFound) {
 		t.Errorf("delete from another tenant: %v, want ErrNotFound", err)
 	}
@@ -766,7 +766,7 @@ func TestDeleteToken(t *testing.T) {
 		t.Fatalf("DeleteToken: %v", err)
 	}
 	_, err := w.get("admin", tok.ID)
-	twWantErr(t, err, ErrNotFound)
+	wantErrorIs(t, err, ErrNotFound)
 	if got := w.indexEntries(tok.ID); len(got) != 0 {
 		t.Errorf("entries left after delete: %v", got)
 	}
@@ -780,19 +780,19 @@ func TestDeleteToken(t *testing.T) {
 		t.Errorf("card count after delete = %d, want 1", n)
 	}
 	toks, _ := w.mustList("admin", TokenFilter{}, 0, 10)
-	if slices.Contains(twIDs(toks), tok.ID) || !slices.Contains(twIDs(toks), keep.ID) {
-		t.Errorf("list after delete = %v", twIDs(toks))
+	if slices.Contains(idsOf(toks), tok.ID) || !slices.Contains(idsOf(toks), keep.ID) {
+		t.Errorf("list after delete = %v", idsOf(toks))
 	}
 }
 
 // Search indexes are stored as keyed hashes of their evaluated values only.
 func TestSearchIndexesStoredAsHashes(t *testing.T) {
-	w := newTWWorld(t, nil)
-	tok := w.mustCreate("admin", TokenInput{Type: "card", Data: twCard(twAmex, twCVC),
+	w := newTokenWorld(t, nil)
+	tok := w.mustCreate("admin", TokenInput{Type: "card", Data: cardData(testAmex, testCVC),
 		SearchIndexes: []string{"{{ data.number }}", "{{ data.number | last4 }}", "{{ data.number }}", "Customer-ABC"}})
 	tk := w.keys()
 	var want []string
-	for _, v := range []string{twAmex, "0005", "customer-abc"} {
+	for _, v := range []string{testAmex, "0005", "customer-abc"} {
 		want = append(want, string(searchIndexKey(w.tenant.ID, tk.searchHashOf(v), tok.ID)))
 	}
 	sort.Strings(want)
@@ -802,8 +802,8 @@ func TestSearchIndexesStoredAsHashes(t *testing.T) {
 		t.Errorf("search index keys = %v, want %v", got, want)
 	}
 	for _, k := range kvKeys(t, w.s, "") {
-		if strings.Contains(k, twAmex) || strings.Contains(strings.ToLower(k), "customer-abc") {
-			t.Errorf("a KV key holds a search index value in clear: %q", strings.ReplaceAll(k, twAmex, "<NUMBER>"))
+		if strings.Contains(k, testAmex) || strings.Contains(strings.ToLower(k), "customer-abc") {
+			t.Errorf("a KV key holds a search index value in clear: %q", strings.ReplaceAll(k, testAmex, "<NUMBER>"))
 		}
 	}
 	if rec, err := w.record(tok.ID); err != nil || len(rec.IndexHashes) != 3 {
@@ -813,22 +813,22 @@ func TestSearchIndexesStoredAsHashes(t *testing.T) {
 
 // No error a token operation returns quotes a card number, cvc or account
 // number from its input. (Every other token test checks its own errors
-// the same way through twNote.) Each case must be refused as it says,
+// the same way through noSecretIn.) Each case must be refused as it says,
 // else it would scan nothing. A mask that fails at a read is no error:
 // the data is left out (TestMaskNeverSeesCVC).
 func TestTokenErrorsNeverContainSecrets(t *testing.T) {
-	w := newTWWorld(t, nil)
-	existing := w.mustCreate("admin", TokenInput{ID: "existing-id", Type: "card", Data: twCard(twVisa, twCVC)})
-	num := twSecret("6011000990139424")
-	acct := twSecret("55554444333322")
-	cvc := twSecret("8529")
+	w := newTokenWorld(t, nil)
+	existing := w.mustCreate("admin", TokenInput{ID: "existing-id", Type: "card", Data: cardData(testVisa, testCVC)})
+	num := asSecret("6011000990139424")
+	acct := asSecret("55554444333322")
+	cvc := asSecret("8529")
 	for _, tc := range []struct {
 		name string
 		run  func() error
 		want error // nil: a *ValidationError
 	}{
 		{"bad Luhn", func() error {
-			_, err := w.create("admin", TokenInput{Type: "card", Data: twCard(twBadLuhn, cvc)})
+			_, err := w.create("admin", TokenInput{Type: "card", Data: cardData(testBadLuhn, cvc)})
 			return err
 		}, nil},
 		{"number in a member name", func() error {
@@ -836,7 +836,7 @@ func TestTokenErrorsNeverContainSecrets(t *testing.T) {
 			return err
 		}, nil},
 		{"cvc too long", func() error {
-			_, err := w.create("admin", TokenInput{Type: "card", Data: twCard(num, twSecret("85291"))})
+			_, err := w.create("admin", TokenInput{Type: "card", Data: cardData(num, asSecret("85291"))})
 			return err
 		}, nil},
 		{"bad month beside a number", func() error {
@@ -844,51 +844,51 @@ func TestTokenErrorsNeverContainSecrets(t *testing.T) {
 			return err
 		}, nil},
 		{"account too long", func() error {
-			_, err := w.create("admin", TokenInput{Type: "bank", Data: twBank("021000022", twSecret(acct+"8888"))})
+			_, err := w.create("admin", TokenInput{Type: "bank", Data: bankData("021000022", asSecret(acct+"8888"))})
 			return err
 		}, nil},
 		{"account with letters", func() error {
-			_, err := w.create("admin", TokenInput{Type: "bank", Data: twBank(twRouting, twSecret(acct+"x"))})
+			_, err := w.create("admin", TokenInput{Type: "bank", Data: bankData(testRouting, asSecret(acct+"x"))})
 			return err
 		}, nil},
 		{"id expression with a forbidden character", func() error {
-			_, err := w.create("admin", TokenInput{ID: "{{ data.number }}#{{ data.cvc }}", Type: "card", Data: twCard(num, cvc)})
+			_, err := w.create("admin", TokenInput{ID: "{{ data.number }}#{{ data.cvc }}", Type: "card", Data: cardData(num, cvc)})
 			return err
 		}, nil},
 		{"id expression too long", func() error {
-			_, err := w.create("admin", TokenInput{ID: strings.Repeat("{{ data.number }}", 30), Type: "card", Data: twCard(num, cvc)})
+			_, err := w.create("admin", TokenInput{ID: strings.Repeat("{{ data.number }}", 30), Type: "card", Data: cardData(num, cvc)})
 			return err
 		}, nil},
 		{"id expression equal to an existing id", func() error {
-			_, err := w.create("admin", TokenInput{ID: "{{ data.number | slice: 0, 0 }}existing-id", Type: "card", Data: twCard(num, cvc)})
+			_, err := w.create("admin", TokenInput{ID: "{{ data.number | slice: 0, 0 }}existing-id", Type: "card", Data: cardData(num, cvc)})
 			return err
 		}, ErrConflict},
 		{"fingerprint expression failing in a filter", func() error {
-			_, err := w.create("admin", TokenInput{Type: "card", Data: twCard(num, cvc), FingerprintExpression: "{{ data.number | json: '$.a' }}"})
+			_, err := w.create("admin", TokenInput{Type: "card", Data: cardData(num, cvc), FingerprintExpression: "{{ data.number | json: '$.a' }}"})
 			return err
 		}, nil},
 		{"fingerprint expression to_boolean", func() error {
-			_, err := w.create("admin", TokenInput{Type: "card", Data: twCard(num, cvc), FingerprintExpression: "{{ data.cvc | to_boolean }}"})
+			_, err := w.create("admin", TokenInput{Type: "card", Data: cardData(num, cvc), FingerprintExpression: "{{ data.cvc | to_boolean }}"})
 			return err
 		}, nil},
 		{"search index failing", func() error {
-			_, err := w.create("admin", TokenInput{Type: "bank", Data: twBank(twRouting, acct), SearchIndexes: []string{"{{ data.account_number | json: '$.a' }}"}})
+			_, err := w.create("admin", TokenInput{Type: "bank", Data: bankData(testRouting, acct), SearchIndexes: []string{"{{ data.account_number | json: '$.a' }}"}})
 			return err
 		}, nil},
 		{"update to a bad number", func() error {
-			_, err := w.update("admin", existing.ID, map[string]any{"data": map[string]any{"number": twSecret("4000056655665557")}})
+			_, err := w.update("admin", existing.ID, map[string]any{"data": map[string]any{"number": asSecret("4000056655665557")}})
 			return err
 		}, nil},
 		{"update with a bad cvc", func() error {
-			_, err := w.update("admin", existing.ID, map[string]any{"data": map[string]any{"cvc": twSecret("12345")}})
+			_, err := w.update("admin", existing.ID, map[string]any{"data": map[string]any{"cvc": asSecret("12345")}})
 			return err
 		}, nil},
 		{"tokenize with a bad card", func() error {
-			_, err := w.tokenize("admin", map[string]any{"c": map[string]any{"type": "card", "data": twCard(twBadLuhn, cvc)}})
+			_, err := w.tokenize("admin", map[string]any{"c": map[string]any{"type": "card", "data": cardData(testBadLuhn, cvc)}})
 			return err
 		}, nil},
 		{"tokenize with a secret as a member name", func() error {
-			_, err := w.tokenize("admin", map[string]any{num: map[string]any{"type": "bank", "data": twBank("021000022", acct)}})
+			_, err := w.tokenize("admin", map[string]any{num: map[string]any{"type": "bank", "data": bankData("021000022", acct)}})
 			return err
 		}, nil},
 		{"tokenize with a secret as a data member name", func() error {
@@ -899,7 +899,7 @@ func TestTokenErrorsNeverContainSecrets(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			w.tb = t
 			defer func() { w.tb = nil }()
-			// twNote inside the helpers does the scanning
+			// noSecretIn inside the helpers does the scanning
 			err := tc.run()
 			var v *ValidationError
 			switch {

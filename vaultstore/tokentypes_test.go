@@ -12,8 +12,8 @@ import (
 	"testing"
 )
 
-// ttDecode decodes JSON the way the HTTP edge does, with UseNumber.
-func ttDecode(t testing.TB, s string) any {
+// decodeTypeJSON decodes JSON the way the HTTP edge does, with UseNumber.
+func decodeTypeJSON(t testing.TB, s string) any {
 	t.Helper()
 	dec := json.NewDecoder(strings.NewReader(s))
 	dec.UseNumber()
@@ -24,8 +24,8 @@ func ttDecode(t testing.TB, s string) any {
 	return v
 }
 
-// ttLuhn appends the Luhn check digit to a string of digits.
-func ttLuhn(prefix string) string {
+// luhnWithPrefix appends the Luhn check digit to a string of digits.
+func luhnWithPrefix(prefix string) string {
 	for d := byte('0'); d <= '9'; d++ {
 		if s := prefix + string(d); luhnValid(s) {
 			return s
@@ -34,8 +34,8 @@ func ttLuhn(prefix string) string {
 	panic("unreachable")
 }
 
-// ttLuhnOff returns a Luhn-valid number with its check digit moved by one.
-func ttLuhnOff(valid string) string {
+// luhnOff returns a Luhn-valid number with its check digit moved by one.
+func luhnOff(valid string) string {
 	last := valid[len(valid)-1]
 	if last == '9' {
 		last = '0'
@@ -45,8 +45,8 @@ func ttLuhnOff(valid string) string {
 	return valid[:len(valid)-1] + string(last)
 }
 
-// ttValidate runs a type's validation and returns its failures.
-func ttValidate(t *testing.T, typ string, data any) map[string][]string {
+// validateType runs a type's validation and returns its failures.
+func validateType(t *testing.T, typ string, data any) map[string][]string {
 	t.Helper()
 	tt, ok := LookupTokenType(typ)
 	if !ok {
@@ -57,8 +57,8 @@ func ttValidate(t *testing.T, typ string, data any) map[string][]string {
 	return v.Fields
 }
 
-// ttFieldsEqual checks the failing fields are exactly want.
-func ttFieldsEqual(t *testing.T, got map[string][]string, want []string) {
+// wantFieldsEqual checks the failing fields are exactly want.
+func wantFieldsEqual(t *testing.T, got map[string][]string, want []string) {
 	t.Helper()
 	var names []string
 	for f := range got {
@@ -150,22 +150,22 @@ func TestTokenGenericData(t *testing.T) {
 		{"empty string", "", nil},
 		{"number", json.Number("12345678901234567890"), nil},
 		{"bool", false, nil},
-		{"array", ttDecode(t, `[1, null, "x"]`), nil},
+		{"array", decodeTypeJSON(t, `[1, null, "x"]`), nil},
 		{"empty array", []any{}, nil},
-		{"object", ttDecode(t, `{"a": {"b": null}}`), nil},
+		{"object", decodeTypeJSON(t, `{"a": {"b": null}}`), nil},
 		{"empty object", map[string]any{}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ttFieldsEqual(t, ttValidate(t, "token", tc.data), tc.want)
+			wantFieldsEqual(t, validateType(t, "token", tc.data), tc.want)
 		})
 	}
 }
 
 func TestTokenCardData(t *testing.T) {
-	n12 := ttLuhn("42424242424")
-	n13 := ttLuhn("422222222222")
-	n19 := ttLuhn("622222222222222222")
-	n20 := ttLuhn("6222222222222222222")
+	n12 := luhnWithPrefix("42424242424")
+	n13 := luhnWithPrefix("422222222222")
+	n19 := luhnWithPrefix("622222222222222222")
+	n20 := luhnWithPrefix("6222222222222222222")
 	for _, n := range []string{n12, n13, n19, n20} {
 		if !luhnValid(n) {
 			t.Fatalf("helper made an invalid number of length %d", len(n))
@@ -184,8 +184,8 @@ func TestTokenCardData(t *testing.T) {
 		{"12 digits", `{"number": "` + n12 + `"}`, []string{"data.number"}},
 		{"20 digits", `{"number": "` + n20 + `"}`, []string{"data.number"}},
 		{"luhn off by one", `{"number": "4242424242424241"}`, []string{"data.number"}},
-		{"luhn off by one 13", `{"number": "` + ttLuhnOff(n13) + `"}`, []string{"data.number"}},
-		{"luhn off by one 19", `{"number": "` + ttLuhnOff(n19) + `"}`, []string{"data.number"}},
+		{"luhn off by one 13", `{"number": "` + luhnOff(n13) + `"}`, []string{"data.number"}},
+		{"luhn off by one 19", `{"number": "` + luhnOff(n19) + `"}`, []string{"data.number"}},
 		{"transposed digits", `{"number": "4242424242424224"}`, []string{"data.number"}},
 		{"number missing", `{"expiration_month": 1}`, []string{"data.number"}},
 		{"number null", `{"number": null}`, []string{"data.number"}},
@@ -250,7 +250,7 @@ func TestTokenCardData(t *testing.T) {
 			[]string{"data.number", "data.expiration_month", "data.expiration_year", "data.cvc", "data.x"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ttFieldsEqual(t, ttValidate(t, "card", ttDecode(t, tc.json)), tc.want)
+			wantFieldsEqual(t, validateType(t, "card", decodeTypeJSON(t, tc.json)), tc.want)
 		})
 	}
 }
@@ -261,11 +261,11 @@ func TestTokenCardDataWithoutUseNumber(t *testing.T) {
 	if err := json.Unmarshal([]byte(`{"number": "4242424242424242", "expiration_month": 12, "expiration_year": 2030}`), &data); err != nil {
 		t.Fatal(err)
 	}
-	ttFieldsEqual(t, ttValidate(t, "card", data), nil)
+	wantFieldsEqual(t, validateType(t, "card", data), nil)
 	if err := json.Unmarshal([]byte(`{"number": "4242424242424242", "expiration_month": 1.5}`), &data); err != nil {
 		t.Fatal(err)
 	}
-	ttFieldsEqual(t, ttValidate(t, "card", data), []string{"data.expiration_month"})
+	wantFieldsEqual(t, validateType(t, "card", data), []string{"data.expiration_month"})
 }
 
 func TestTokenLuhn(t *testing.T) {
@@ -329,14 +329,14 @@ func TestTokenBankData(t *testing.T) {
 		{"empty", `{}`, []string{"data.routing_number", "data.account_number"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ttFieldsEqual(t, ttValidate(t, "bank", ttDecode(t, tc.json)), tc.want)
+			wantFieldsEqual(t, validateType(t, "bank", decodeTypeJSON(t, tc.json)), tc.want)
 		})
 	}
 }
 
-// ttDigitRun matches what could be a leaked card, account or routing
+// digitRun matches what could be a leaked card, account or routing
 // number in an error.
-var ttDigitRun = regexp.MustCompile(`[0-9０-９]{5,}`)
+var digitRun = regexp.MustCompile(`[0-9０-９]{5,}`)
 
 func TestTokenValidationMessagesDoNotContainData(t *testing.T) {
 	const pan = "4242424242424241" // Luhn-invalid
@@ -362,27 +362,27 @@ func TestTokenValidationMessagesDoNotContainData(t *testing.T) {
 		t.Run(tc.typ+" "+tc.json, func(t *testing.T) {
 			tt, _ := LookupTokenType(tc.typ)
 			v := &ValidationError{}
-			tt.Validate(ttDecode(t, tc.json), v)
+			tt.Validate(decodeTypeJSON(t, tc.json), v)
 			err := v.OrNil()
 			if err == nil {
 				t.Fatal("no error")
 			}
-			ttCheckNoLeak(t, v, tc.secret)
+			checkNoLeak(t, v, tc.secret)
 		})
 	}
 }
 
-func ttCheckNoLeak(t *testing.T, v *ValidationError, secret string) {
+func checkNoLeak(t *testing.T, v *ValidationError, secret string) {
 	t.Helper()
-	if strings.Contains(v.Error(), secret) || ttDigitRun.MatchString(v.Error()) {
+	if strings.Contains(v.Error(), secret) || digitRun.MatchString(v.Error()) {
 		t.Errorf("Error() leaks data: %q", v.Error())
 	}
 	for field, msgs := range v.Fields {
-		if strings.Contains(field, secret) || ttDigitRun.MatchString(field) {
+		if strings.Contains(field, secret) || digitRun.MatchString(field) {
 			t.Errorf("field name leaks data: %q", field)
 		}
 		for _, m := range msgs {
-			if strings.Contains(m, secret) || ttDigitRun.MatchString(m) {
+			if strings.Contains(m, secret) || digitRun.MatchString(m) {
 				t.Errorf("message on %s leaks data: %q", field, m)
 			}
 		}
@@ -419,18 +419,18 @@ func TestTokenID(t *testing.T) {
 		{"unevaluated expression", "{{ data | alias_preserve_format: 0, 4 }}", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ttCheckID(t, tc.id, tc.ok)
+			checkIDRule(t, tc.id, tc.ok)
 		})
 	}
 	for _, c := range `#/\+?[]|&=%<>{}^` {
 		t.Run("forbidden "+string(c), func(t *testing.T) {
-			ttCheckID(t, "abc"+string(c)+"def", false)
-			ttCheckID(t, string(c)+"abc", false)
+			checkIDRule(t, "abc"+string(c)+"def", false)
+			checkIDRule(t, string(c)+"abc", false)
 		})
 	}
 }
 
-func ttCheckID(t *testing.T, id string, ok bool) {
+func checkIDRule(t *testing.T, id string, ok bool) {
 	t.Helper()
 	err := ValidateTokenID(id)
 	if ok {
@@ -481,7 +481,7 @@ func TestTokenContainers(t *testing.T) {
 			if !slices.Equal(got, tc.want) || (tc.want == nil) != (got == nil) {
 				t.Errorf("got %#v, want %#v", got, tc.want)
 			}
-			ttFieldsEqual(t, v.Fields, tc.bad)
+			wantFieldsEqual(t, v.Fields, tc.bad)
 		})
 	}
 }
@@ -522,7 +522,7 @@ func TestTokenMetadata(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			v := &ValidationError{}
 			ValidateMetadata(tc.in, v)
-			ttFieldsEqual(t, v.Fields, tc.bad)
+			wantFieldsEqual(t, v.Fields, tc.bad)
 		})
 	}
 	t.Run("values not quoted", func(t *testing.T) {
@@ -532,7 +532,7 @@ func TestTokenMetadata(t *testing.T) {
 		if v.OrNil() == nil {
 			t.Fatal("no error")
 		}
-		ttCheckNoLeak(t, v, "4242424242424242")
+		checkNoLeak(t, v, "4242424242424242")
 	})
 }
 
@@ -561,7 +561,7 @@ func FuzzValidateCard(f *testing.F) {
 		for _, tt := range []*TokenType{card, bank, token} {
 			v := &ValidationError{}
 			tt.Validate(data, v)
-			ttCheckNoLeak(t, v, "\x00never")
+			checkNoLeak(t, v, "\x00never")
 			if tt == card && v.OrNil() == nil {
 				m := data.(map[string]any)
 				n := m["number"].(string)

@@ -9,17 +9,17 @@ import (
 
 // Counts by type stay exact under concurrent creates and deletes.
 func TestUsageCountsConcurrentCreatesAndDeletes(t *testing.T) {
-	w := newTWWorld(t, nil)
+	w := newTokenWorld(t, nil)
 	req := w.req("admin")
 	var inputs []TokenInput
 	for i := range 10 {
-		inputs = append(inputs, TokenInput{Type: "card", Data: twCard(twSecret(twLuhn("4", 1000+i, 16)), twCVC)})
+		inputs = append(inputs, TokenInput{Type: "card", Data: cardData(asSecret(luhnNumber("4", 1000+i, 16)), testCVC)})
 	}
 	for i := range 6 {
 		inputs = append(inputs, TokenInput{Type: "token", Data: map[string]any{"n": json.Number(string(rune('0' + i)))}})
 	}
 	for i := range 4 {
-		inputs = append(inputs, TokenInput{Type: "bank", Data: twBank(twRouting, twSecret(twLuhn("7", 100+i, 12)))})
+		inputs = append(inputs, TokenInput{Type: "bank", Data: bankData(testRouting, asSecret(luhnNumber("7", 100+i, 12)))})
 	}
 	toks := make([]*Token, len(inputs))
 	errs := make([]error, len(inputs))
@@ -33,7 +33,7 @@ func TestUsageCountsConcurrentCreatesAndDeletes(t *testing.T) {
 	}
 	wg.Wait()
 	for i, err := range errs {
-		if twNote(t, err) != nil {
+		if noSecretIn(t, err) != nil {
 			t.Fatalf("concurrent create %d: %v", i, err)
 		}
 	}
@@ -90,14 +90,14 @@ func TestUsageCountsConcurrentCreatesAndDeletes(t *testing.T) {
 	}
 	wg.Wait()
 	for i, err := range errs {
-		if twNote(t, err) != nil {
+		if noSecretIn(t, err) != nil {
 			t.Fatalf("concurrent delete %d: %v", i, err)
 		}
 	}
 	check("after 10 concurrent deletes", map[string]int64{"card": 5, "token": 1, "bank": 4})
 
 	// another tenant's report is its own
-	other := newTWWorldOn(t, w.s, w.clock, w.dir, nil)
+	other := newTokenWorldOn(t, w.s, w.clock, w.dir, nil)
 	if rep := other.usage(); rep.TotalTokens != 0 || len(rep.TokenReport.MetricsByType) != 0 {
 		t.Errorf("another tenant's usage = %+v", rep.TokenReport)
 	}
@@ -106,22 +106,22 @@ func TestUsageCountsConcurrentCreatesAndDeletes(t *testing.T) {
 // Monthly active tokens are the distinct tokens created or read this
 // calendar month.
 func TestUsageMonthlyActiveTokens(t *testing.T) {
-	w := newTWWorld(t, nil)
+	w := newTokenWorld(t, nil)
 	mat := func() int64 { w.tb.Helper(); return w.usage().TokenReport.MonthlyActiveTokens }
 	if rep := w.usage(); rep.TokenReport.IncludedMonthlyActiveTokens != 1000 || rep.TokenReport.MonthlyActiveTokens != 0 {
 		t.Errorf("empty tenant report = %+v", rep.TokenReport)
 	}
-	a := w.mustCreate("admin", TokenInput{Type: "card", Data: twCard(twVisa, ""), DeduplicateToken: boolPtr(true)})
+	a := w.mustCreate("admin", TokenInput{Type: "card", Data: cardData(testVisa, ""), DeduplicateToken: boolPtr(true)})
 	b := w.mustCreate("admin", TokenInput{Type: "token", Data: "b"})
-	c := w.mustCreate("admin", TokenInput{Type: "bank", Data: twBank(twRouting, twAccount), ExpiresAt: w.expiresIn(24 * time.Hour)})
+	c := w.mustCreate("admin", TokenInput{Type: "bank", Data: bankData(testRouting, testAccount), ExpiresAt: w.expiresIn(24 * time.Hour)})
 	if n := mat(); n != 3 {
 		t.Errorf("after 3 creates: %d active, want 3", n)
 	}
 	w.mustGet("admin", a.ID)
 	w.mustGet("masker", a.ID)
 	w.mustGet("admin", b.ID)
-	w.mustCreate("admin", TokenInput{Type: "card", Data: twCard(twVisa, ""), DeduplicateToken: boolPtr(true)})
-	if _, err := w.create("admin", TokenInput{Type: "card", Data: twCard(twBadLuhn, "")}); err == nil {
+	w.mustCreate("admin", TokenInput{Type: "card", Data: cardData(testVisa, ""), DeduplicateToken: boolPtr(true)})
+	if _, err := w.create("admin", TokenInput{Type: "card", Data: cardData(testBadLuhn, "")}); err == nil {
 		t.Fatal("invalid card accepted")
 	}
 	if n := mat(); n != 3 {
@@ -131,7 +131,7 @@ func TestUsageMonthlyActiveTokens(t *testing.T) {
 	// a new month starts from zero
 	now := w.clock.Peek()
 	next := time.Date(now.Year(), now.Month()+1, 1, 0, 0, 1, 0, time.UTC)
-	twAdvance(w.clock, next.Sub(now))
+	w.clock.Advance(next.Sub(now))
 	if n := mat(); n != 0 {
 		t.Errorf("first of the next month: %d active, want 0", n)
 	}
@@ -165,17 +165,17 @@ func TestUsageMonthlyActiveTokens(t *testing.T) {
 // Counts stay exact when the report folds many count changes into
 // totals, also while creates and deletes run.
 func TestUsageCountsSurviveFolding(t *testing.T) {
-	w := newTWWorld(t, nil)
+	w := newTokenWorld(t, nil)
 	req := w.req("admin")
 	var ids []string
 	for i := range foldThreshold + 20 {
 		in := TokenInput{Type: "token", Data: "x"}
 		if i%4 == 0 {
-			in = TokenInput{Type: "card", Data: twCard(twVisa, "")}
+			in = TokenInput{Type: "card", Data: cardData(testVisa, "")}
 		}
 		tok, err := w.s.CreateToken(w.ctx, req, in)
 		if err != nil {
-			t.Fatal(twNote(t, err))
+			t.Fatal(noSecretIn(t, err))
 		}
 		ids = append(ids, tok.ID)
 	}
@@ -227,7 +227,7 @@ func TestUsageCountsSurviveFolding(t *testing.T) {
 	wg.Wait()
 	close(errs)
 	for err := range errs {
-		if twNote(t, err) != nil {
+		if noSecretIn(t, err) != nil {
 			t.Fatal(err)
 		}
 	}

@@ -18,8 +18,8 @@ import (
 	"time"
 )
 
-// whWorld is a tenant with a management application, for webhook tests.
-type whWorld struct {
+// webhookWorld is a tenant with a management application, for webhook tests.
+type webhookWorld struct {
 	s      *Store
 	ctx    context.Context
 	tenant *Tenant
@@ -27,18 +27,18 @@ type whWorld struct {
 	app    *Application // private, creates tokens
 }
 
-func newWHWorld(t *testing.T) *whWorld {
+func newWebhookWorld(t *testing.T) *webhookWorld {
 	t.Helper()
 	s := openTestStore(t, Options{Dir: t.TempDir()})
 	ct := mustCreateTenant(t, s, "hooks", "test")
 	app, _ := mustCreateApp(t, s, ct.Tenant.ID, ApplicationInput{Name: "backend", Type: AppPrivate,
 		Permissions: []string{"token:create", "token:read", "token:update", "token:delete"}})
-	return &whWorld{s: s, ctx: context.Background(), tenant: ct.Tenant, mgmt: ct.Application, app: app}
+	return &webhookWorld{s: s, ctx: context.Background(), tenant: ct.Tenant, mgmt: ct.Application, app: app}
 }
 
-func (w *whWorld) req() TokenRequest { return TokenRequest{Tenant: w.tenant, Application: w.app} }
+func (w *webhookWorld) req() TokenRequest { return TokenRequest{Tenant: w.tenant, Application: w.app} }
 
-func (w *whWorld) hook(t *testing.T, events ...string) *Webhook {
+func (w *webhookWorld) hook(t *testing.T, events ...string) *Webhook {
 	t.Helper()
 	wh, err := w.s.CreateWebhook(w.ctx, w.tenant.ID, w.mgmt.ID, WebhookInput{Name: "hook", URL: "https://hooks.example.com/in", Events: events}, nil)
 	if err != nil {
@@ -48,7 +48,7 @@ func (w *whWorld) hook(t *testing.T, events ...string) *Webhook {
 }
 
 // queued opens every pending event of a webhook, oldest first.
-func (w *whWorld) queued(t *testing.T, webhookID string) []WebhookEvent {
+func (w *webhookWorld) queued(t *testing.T, webhookID string) []WebhookEvent {
 	t.Helper()
 	var out []WebhookEvent
 	err := w.s.kv.View(w.ctx, func(r Reader) error {
@@ -74,7 +74,7 @@ func (w *whWorld) queued(t *testing.T, webhookID string) []WebhookEvent {
 }
 
 func TestWebhookInputValidation(t *testing.T) {
-	w := newWHWorld(t)
+	w := newWebhookWorld(t)
 	refuse := func(raw string) error {
 		if strings.Contains(raw, "169.254.169.254") {
 			return errors.New("the address is not public")
@@ -114,7 +114,7 @@ func TestWebhookInputValidation(t *testing.T) {
 }
 
 func TestWebhookCRUD(t *testing.T) {
-	w := newWHWorld(t)
+	w := newWebhookWorld(t)
 	wh, err := w.s.CreateWebhook(w.ctx, w.tenant.ID, w.mgmt.ID, WebhookInput{Name: "first", URL: "https://a.example/in",
 		NotifyEmail: "ops@example.com", Events: []string{"token.deleted", "token.created", "token.created"}}, nil)
 	if err != nil {
@@ -167,7 +167,7 @@ func TestWebhookCRUD(t *testing.T) {
 }
 
 func TestWebhooksBoundedPerTenant(t *testing.T) {
-	w := newWHWorld(t)
+	w := newWebhookWorld(t)
 	for range MaxWebhooks {
 		w.hook(t, "token.created")
 	}
@@ -178,7 +178,7 @@ func TestWebhooksBoundedPerTenant(t *testing.T) {
 }
 
 func TestWebhookOutboxFollowsChanges(t *testing.T) {
-	w := newWHWorld(t)
+	w := newWebhookWorld(t)
 	all := w.hook(t, WebhookEventTypes()...)
 	tokensOnly := w.hook(t, "token.created")
 	disabled := w.hook(t, "token.created")
@@ -236,7 +236,7 @@ func TestWebhookOutboxFollowsChanges(t *testing.T) {
 // An id that could be a card number is not repeated in an event, as in
 // the audit log.
 func TestWebhookEventHidesDataLikeIDs(t *testing.T) {
-	w := newWHWorld(t)
+	w := newWebhookWorld(t)
 	wh := w.hook(t, "token.created")
 	if _, err := w.s.CreateToken(w.ctx, w.req(), TokenInput{ID: "4242424242424242", Type: "token", Data: "x"}); err != nil {
 		t.Fatal(err)
@@ -247,7 +247,7 @@ func TestWebhookEventHidesDataLikeIDs(t *testing.T) {
 	}
 }
 
-func setWebhookStatus(t *testing.T, w *whWorld, id, status string) {
+func setWebhookStatus(t *testing.T, w *webhookWorld, id, status string) {
 	t.Helper()
 	err := w.s.kv.Update(w.ctx, func(wr Writer) error {
 		tk, err := w.s.tenantKeysFor(wr, w.tenant.ID)
@@ -334,7 +334,7 @@ func verifyDelivery(t *testing.T, pubPEM string, d *WebhookDelivery) {
 }
 
 func TestWebhookDeliveryInOrderSignedWithRetries(t *testing.T) {
-	w := newWHWorld(t)
+	w := newWebhookWorld(t)
 	wh := w.hook(t, "token.created", "token.deleted")
 	failures := map[string]int{}
 	var mu sync.Mutex
@@ -408,7 +408,7 @@ func TestWebhookDeliveryInOrderSignedWithRetries(t *testing.T) {
 }
 
 func TestWebhookDisabledWhenItKeepsFailing(t *testing.T) {
-	w := newWHWorld(t)
+	w := newWebhookWorld(t)
 	wh := w.hook(t, "token.created")
 	healthy := w.hook(t, "token.created")
 	rec := newRecorder(func(d *WebhookDelivery) error {
@@ -491,7 +491,7 @@ func TestWebhookEventsSurviveRestart(t *testing.T) {
 
 // A deleted tenant's pending events are dropped, not delivered.
 func TestWebhookEventsOfDeletedTenantDropped(t *testing.T) {
-	w := newWHWorld(t)
+	w := newWebhookWorld(t)
 	wh := w.hook(t, "token.created")
 	if _, err := w.s.CreateToken(w.ctx, w.req(), TokenInput{Type: "token", Data: "x"}); err != nil {
 		t.Fatal(err)
@@ -517,7 +517,7 @@ func TestWebhookEventsOfDeletedTenantDropped(t *testing.T) {
 // A reload starts a second worker before stopping the first: only one
 // delivers, and the old one's stop leaves the new one running.
 func TestWebhookWorkerReplaced(t *testing.T) {
-	w := newWHWorld(t)
+	w := newWebhookWorld(t)
 	w.hook(t, "token.created")
 	old := newRecorder(nil)
 	stopOld := w.s.StartWebhookDelivery(WebhookDeliveryConfig{Deliver: old.deliver, Poll: 10 * time.Millisecond})
@@ -535,7 +535,7 @@ func TestWebhookWorkerReplaced(t *testing.T) {
 }
 
 func TestWebhookSigningKeyStable(t *testing.T) {
-	w := newWHWorld(t)
+	w := newWebhookWorld(t)
 	k1, err := w.s.WebhookSigningKey(w.ctx, w.tenant.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -568,7 +568,7 @@ func TestWebhookBackoff(t *testing.T) {
 // the tenant's other records: after a data key rotation the old key is
 // gone and everything still opens and is delivered.
 func TestWebhooksAfterDataKeyRotation(t *testing.T) {
-	w := newWHWorld(t)
+	w := newWebhookWorld(t)
 	wh := w.hook(t, "token.created")
 	before, err := w.s.WebhookSigningKey(w.ctx, w.tenant.ID)
 	if err != nil {
@@ -681,7 +681,7 @@ func TestWebhookDeliveryOneNodeAtATime(t *testing.T) {
 // A configuration that starts and then stops without the old one having
 // stopped (its start failed elsewhere) gives delivery back to the old one.
 func TestWebhookWorkerRestoredWhenNewerStops(t *testing.T) {
-	w := newWHWorld(t)
+	w := newWebhookWorld(t)
 	w.hook(t, "token.created")
 	old := newRecorder(nil)
 	stopOld := w.s.StartWebhookDelivery(WebhookDeliveryConfig{Deliver: old.deliver, Poll: 10 * time.Millisecond})

@@ -33,3 +33,27 @@ func TestClock(t *testing.T) {
 		t.Fatalf("after Set: %v, want %v", got, start)
 	}
 }
+
+func TestSteppingClock(t *testing.T) {
+	start := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+	c := NewStepping(start, time.Millisecond)
+	if got := c.Peek(); !got.Equal(start) {
+		t.Fatalf("Peek = %v, want %v", got, start)
+	}
+	for i := range 3 {
+		want := start.Add(time.Duration(i) * time.Millisecond)
+		if got := c.Now(); !got.Equal(want) {
+			t.Fatalf("reading %d = %v, want %v", i, got, want)
+		}
+	}
+	if got, want := c.Peek(), start.Add(3*time.Millisecond); !got.Equal(want) {
+		t.Fatalf("Peek after three readings = %v, want %v", got, want)
+	}
+	if got, want := c.Peek(), start.Add(3*time.Millisecond); !got.Equal(want) {
+		t.Fatalf("a Peek moved the clock: %v, want %v", got, want)
+	}
+	c.Advance(time.Hour)
+	if got, want := c.Now(), start.Add(time.Hour+3*time.Millisecond); !got.Equal(want) {
+		t.Fatalf("after Advance(1h) = %v, want %v", got, want)
+	}
+}

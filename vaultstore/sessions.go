@@ -413,12 +413,25 @@ func (g *sessionGrant) can(perm string) bool {
 	if slices.Contains(g.permissions, perm) {
 		return true
 	}
+	if !ruleScoped(perm) {
+		return false // a rule names tokens, which documents and intents are not
+	}
 	for _, r := range g.rules {
 		if slices.Contains(r.Permissions, perm) {
 			return true
 		}
 	}
 	return false
+}
+
+// ruleScoped reports whether a session rule can grant perm: a rule names
+// tokens (by id or container), so it grants the token permissions and
+// reactor:invoke (whose token:use each token's rule decides), never a
+// permission on documents or token intents, which have no container and
+// whose ids no rule's condition is about. Granted in a rule, such a
+// permission reached every document or intent of the tenant.
+func ruleScoped(perm string) bool {
+	return strings.HasPrefix(perm, "token:") || perm == "reactor:invoke"
 }
 
 // grant decides perm on a token (id may be "" where the caller knows only

@@ -1,0 +1,187 @@
+package caddymodule
+
+// Adversarial review of sessions through the API: what a session key can
+// reach beyond the token its rules name, and the refusals of bad
+// authorizations.
+
+import (
+	"bytes"
+	"mime/multipart"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tokenvault/tokenvault/internal/testjson"
+)
+
+// attackSessionEnv is sessionEnv with a back end that holds every
+// private permission (tokens, documents, intents) and a document and an
+// intent of the tenant that no session is meant to reach.
+func attackSessionEnv(t *testing.T) (e *tokenEnv, tokenA, tokenB, docID, intentID string) {
+	t.Helper()
+	e, _, tokenA, tokenB = sessionEnv(t)
+	docApp(t, e, "everything", "token:create", "token:read", "token:update", "token:delete", "token:use", "token:search",
+		"documents:create", "documents:read", "documents:reveal", "documents:delete",
+		"token-intent:create", "token-intent:read", "token-intent:delete")
+	ct, body := multipartDoc(t, []byte("the passport scan"), "text/plain", `{"metadata":{"k":"v"}}`)
+	r := e.do("everything", http.MethodPost, "/documents", body, "Content-Type", ct)
+	tvWantStatus(t, r, http.StatusCreated, "upload a document")
+	docID = testjson.Str(r.body, "id")
+	r = e.do("everything", http.MethodPost, "/token-intents", map[string]any{"type": "token", "data": "intent-data"})
+	tvWantStatus(t, r, http.StatusCreated, "create an intent")
+	intentID = testjson.Str(r.body, "id")
+	return e, tokenA, tokenB, docID, intentID
+}
+
+// TestAttackSessionRuleScopedToOneToken: a session whose rules grant
+// permissions only where the token id equals tokenA reaches nothing else:
+// no other token, document or token intent, by any route.
+func TestAttackSessionRuleScopedToOneToken(t *testing.T) {
+	e, tokenA, tokenB, docID, intentID := attackSessionEnv(t)
+	nonce := newSession(t, e, "session")
+	all := []string{"token:read", "token:update", "token:delete", "token:use", "token:search",
+		"documents:read", "documents:reveal", "documents:delete", "token-intent:read", "token-intent:delete"}
+	r := e.do("everything", http.MethodPost, "/sessions/authorize", map[string]any{"nonce": nonce, "rules": []map[string]any{{
+		"priority": 1, "transform": "reveal", "permissions": all,
+		"conditions": []map[string]any{{"attribute": "id", "operator": "equals", "value": tokenA}},
+	}}})
+	tvWantStatus(t, r, http.StatusNoContent, "authorize for tokenA")
+
+	r = e.do("session", http.MethodGet, "/tokens/"+tokenA, nil)
+	tvWantStatus(t, r, http.StatusOK, "the granted token")
+
+	cases := []struct {
+		name, method, path string
+		body               any
+		want               []int
+	}{
+		{"read tokenB", http.MethodGet, "/tokens/" + tokenB, nil, []int{http.StatusForbidden, http.StatusNotFound}},
+		{"patch tokenB", http.MethodPatch, "/tokens/" + tokenB, map[string]any{"metadata": map[string]any{"x": "y"}}, []int{http.StatusForbidden, http.StatusNotFound}},
+		{"delete tokenB", http.MethodDelete, "/tokens/" + tokenB, nil, []int{http.StatusForbidden, http.StatusNotFound}},
+		{"detokenize tokenB", http.MethodPost, "/detokenize", map[string]any{"v": "{{ " + tokenB + " }}"}, []int{http.StatusForbidden, http.StatusBadRequest, http.StatusNotFound}},
+		{"document metadata", http.MethodGet, "/documents/" + docID, nil, []int{http.StatusForbidden, http.StatusNotFound}},
+		{"document content", http.MethodGet, "/documents/" + docID + "/data", nil, []int{http.StatusForbidden, http.StatusNotFound}},
+		{"intent", http.MethodGet, "/token-intents/" + intentID, nil, []int{http.StatusForbidden, http.StatusNotFound}},
+	}
+	for _, tc := range cases {
+		r := e.do("session", tc.method, tc.path, tc.body)
+		ok := false
+		for _, s := range tc.want {
+			ok = ok || r.status == s
+		}
+		if !ok {
+			t.Errorf("%s: %d, want one of %v: %s", tc.name, r.status, tc.want, r.raw)
+		}
+		if strings.Contains(string(r.raw), "session-hidden-b") || strings.Contains(string(r.raw), "passport") || strings.Contains(string(r.raw), "intent-data") {
+			t.Errorf("%s: the answer shows data: %s", tc.name, r.raw)
+		}
+	}
+	// lists and searches show tokenA at most
+	for _, q := range []struct{ method, path string }{
+		{http.MethodGet, "/tokens"}, {http.MethodGet, "/v2/tokens"},
+	} {
+		r := e.do("session", q.method, q.path, nil)
+		if strings.Contains(string(r.raw), tokenB) {
+			t.Errorf("%s %s shows tokenB: %s", q.method, q.path, r.raw)
+		}
+	}
+	for _, p := range []string{"/tokens/search", "/v2/tokens/search"} {
+		r := e.do("session", http.MethodPost, p, map[string]any{"query": "id:" + tokenB})
+		if strings.Contains(string(r.raw), tokenB) && r.status == http.StatusOK {
+			t.Errorf("search %s finds tokenB: %s", p, r.raw)
+		}
+	}
+	// the document and the intent are still there
+	tvWantStatus(t, e.do("everything", http.MethodGet, "/documents/"+docID, nil), http.StatusOK, "the document after the session's attempts")
+	tvWantStatus(t, e.do("everything", http.MethodGet, "/token-intents/"+intentID, nil), http.StatusOK, "the intent after the session's attempts")
+	tvWantStatus(t, e.do("everything", http.MethodGet, "/tokens/"+tokenB, nil), http.StatusOK, "tokenB after the session's attempts")
+}
+
+// TestAttackSessionDocumentsAndIntents: a session may not upload
+// documents or delete another's records through a rule scoped to a
+// token id, and a plain-permission session is bounded by its authorizer.
+func TestAttackSessionDocumentsAndIntents(t *testing.T) {
+	e, tokenA, _, docID, intentID := attackSessionEnv(t)
+	nonce := newSession(t, e, "session")
+	r := e.do("everything", http.MethodPost, "/sessions/authorize", map[string]any{"nonce": nonce, "rules": []map[string]any{{
+		"priority": 1, "transform": "reveal", "permissions": []string{"documents:create", "documents:delete", "token-intent:delete"},
+		"conditions": []map[string]any{{"attribute": "id", "operator": "equals", "value": tokenA}},
+	}}})
+	tvWantStatus(t, r, http.StatusNoContent, "authorize")
+	var b bytes.Buffer
+	mw := multipart.NewWriter(&b)
+	fw, _ := mw.CreateFormFile("document", "x.txt")
+	fw.Write([]byte("session upload"))
+	mw.Close()
+	r = e.do("session", http.MethodPost, "/documents", b.Bytes(), "Content-Type", mw.FormDataContentType())
+	if r.status != http.StatusForbidden {
+		t.Errorf("a session scoped to one token uploads a document: %s", r)
+	}
+	if r := e.do("session", http.MethodDelete, "/documents/"+docID, nil); r.status != http.StatusForbidden && r.status != http.StatusNotFound {
+		t.Errorf("a session scoped to one token deletes a document: %s", r)
+	}
+	if r := e.do("session", http.MethodDelete, "/token-intents/"+intentID, nil); r.status != http.StatusForbidden && r.status != http.StatusNotFound {
+		t.Errorf("a session scoped to one token deletes an intent: %s", r)
+	}
+	tvWantStatus(t, e.do("everything", http.MethodGet, "/documents/"+docID, nil), http.StatusOK, "the document is still there")
+	tvWantStatus(t, e.do("everything", http.MethodGet, "/token-intents/"+intentID, nil), http.StatusOK, "the intent is still there")
+}
+
+// TestAttackSessionAuthorizeRefusals: malformed authorizations are 400s
+// naming the field, and leave the session unauthorized (it can be
+// authorized afterwards).
+func TestAttackSessionAuthorizeRefusals(t *testing.T) {
+	e, tokenA, _, _, _ := attackSessionEnv(t)
+	nonce := newSession(t, e, "session")
+	rule := func(change func(map[string]any)) map[string]any {
+		r := map[string]any{"priority": 1, "transform": "reveal", "permissions": []string{"token:read"},
+			"conditions": []map[string]any{{"attribute": "id", "operator": "equals", "value": tokenA}}}
+		change(r)
+		return map[string]any{"nonce": nonce, "rules": []any{r}}
+	}
+	cases := []struct {
+		name  string
+		body  any
+		field string
+	}{
+		{"nonce a number", `{"nonce": 5, "permissions": ["token:read"]}`, "nonce"},
+		{"nonce an object", `{"nonce": {}, "permissions": ["token:read"]}`, "nonce"},
+		{"nonce huge", map[string]any{"nonce": strings.Repeat("n", 10000), "permissions": []string{"token:read"}}, "nonce"},
+		{"permissions a string", map[string]any{"nonce": nonce, "permissions": "token:read"}, "permissions"},
+		{"permissions with null", `{"nonce": "` + nonce + `", "permissions": [null]}`, "permissions[0]"},
+		{"unknown permission", map[string]any{"nonce": nonce, "permissions": []string{"token:readx"}}, "permissions[0]"},
+		{"management permission", map[string]any{"nonce": nonce, "permissions": []string{"application:create"}}, "permissions[0]"},
+		{"both permissions and rules", map[string]any{"nonce": nonce, "permissions": []string{"token:read"}, "rules": rule(func(map[string]any) {})["rules"]}, "rules"},
+		{"rule with container and conditions", rule(func(r map[string]any) { r["container"] = "/pci/" }), "rules[0].container"},
+		{"rule without either", rule(func(r map[string]any) { delete(r, "conditions") }), "rules[0].conditions"},
+		{"bad container", rule(func(r map[string]any) { delete(r, "conditions"); r["container"] = "../pci" }), "rules[0].container"},
+		{"bad transform", rule(func(r map[string]any) { r["transform"] = "unmask" }), "rules[0].transform"},
+		{"bad operator", rule(func(r map[string]any) {
+			r["conditions"] = []map[string]any{{"attribute": "id", "operator": "regex", "value": ".*"}}
+		}), "rules[0].conditions[0].operator"},
+		{"empty value", rule(func(r map[string]any) {
+			r["conditions"] = []map[string]any{{"attribute": "id", "operator": "starts_with", "value": ""}}
+		}), "rules[0].conditions[0].value"},
+		{"no permissions in rule", rule(func(r map[string]any) { r["permissions"] = []string{} }), "rules[0].permissions"},
+		{"priority a string", rule(func(r map[string]any) { r["priority"] = "1" }), "rules[0].priority"},
+		{"expires_at not a date", map[string]any{"nonce": nonce, "permissions": []string{"token:read"}, "expires_at": "tomorrow"}, "expires_at"},
+		{"expires_at a number", map[string]any{"nonce": nonce, "permissions": []string{"token:read"}, "expires_at": 5}, "expires_at"},
+		{"expires_at in the past", map[string]any{"nonce": nonce, "permissions": []string{"token:read"}, "expires_at": "2001-01-01T00:00:00Z"}, "expires_at"},
+		{"expires_at beyond an hour", map[string]any{"nonce": nonce, "permissions": []string{"token:read"}, "expires_at": time.Now().Add(2 * time.Hour).UTC().Format(time.RFC3339)}, "expires_at"},
+		{"duplicate nonce member", `{"nonce": "x", "nonce": "` + nonce + `", "permissions": ["token:read"]}`, ""},
+	}
+	for _, tc := range cases {
+		r := e.do("everything", http.MethodPost, "/sessions/authorize", tc.body)
+		if tc.field == "" {
+			tvWantProblem(t, r, http.StatusBadRequest, tc.name)
+		} else {
+			tvWantProblem(t, r, http.StatusBadRequest, tc.name, tc.field)
+		}
+	}
+	// nothing of the refusals stuck: the session has no rights yet and can
+	// still be authorized
+	tvWantProblem(t, e.do("session", http.MethodGet, "/tokens/"+tokenA, nil), http.StatusForbidden, "the session after refused authorizations")
+	tvWantStatus(t, e.do("everything", http.MethodPost, "/sessions/authorize", map[string]any{"nonce": nonce, "permissions": []string{"token:read"}}),
+		http.StatusNoContent, "authorize after the refusals")
+}

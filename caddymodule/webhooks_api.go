@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/tokenvault/tokenvault/vaultstore"
 )
@@ -84,10 +85,16 @@ func deleteWebhook(c *call) error {
 }
 
 // checkWebhookURL applies the proxy's egress policy to a webhook URL when
-// it is saved (the transport applies it again at every connection).
+// it is saved (the transport applies it again at every connection). The
+// policy's reasons speak of a proxy's destination_url; a webhook's field
+// is url.
 func (h *API) checkWebhookURL(raw string) error {
 	if _, err := h.app.egress.CheckURL(raw); err != nil {
-		return errors.New(egressReason(err))
+		reason := egressReason(err)
+		if rest, ok := strings.CutPrefix(reason, "destination_url "); ok {
+			reason = "url " + rest
+		}
+		return errors.New(reason)
 	}
 	return nil
 }

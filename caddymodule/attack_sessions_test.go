@@ -185,3 +185,54 @@ func TestAttackSessionAuthorizeRefusals(t *testing.T) {
 	tvWantStatus(t, e.do("everything", http.MethodPost, "/sessions/authorize", map[string]any{"nonce": nonce, "permissions": []string{"token:read"}}),
 		http.StatusNoContent, "authorize after the refusals")
 }
+
+// TestAttackSessionLifetime: a session used after expiry, a nonce
+// authorized after its session expired, an extension past an hour, and a
+// session whose authorizer is deleted or narrowed.
+func TestAttackSessionLifetime(t *testing.T) {
+	e, clock, tokenA, tokenB := sessionEnv(t)
+	newSession := func(t *testing.T, e *tokenEnv, role string) string {
+		t.Helper()
+		r := e.do("public", http.MethodPost, "/sessions", nil)
+		tvWantStatus(t, r, http.StatusCreated, "create a session")
+		e.keys[role] = testjson.Str(r.body, "session_key")
+		return testjson.Str(r.body, "nonce")
+	}
+
+	// a nonce whose session expired unauthorized
+	late := newSession(t, e, "late")
+	clock.Advance(3*time.Minute + time.Second)
+	tvWantProblem(t, e.do(tvRoleReveal, http.MethodPost, "/sessions/authorize", map[string]any{"nonce": late, "permissions": []string{"token:read"}}),
+		http.StatusNotFound, "authorize an expired session")
+	tvWantProblem(t, e.do("late", http.MethodGet, "/tokens/"+tokenA, nil), http.StatusUnauthorized, "an expired, never authorized session")
+
+	// extended to 50 minutes: works at 40, not at 51; never past an hour
+	nonce := newSession(t, e, "long")
+	created := clock.Now()
+	tvWantProblem(t, e.do(tvRoleReveal, http.MethodPost, "/sessions/authorize", map[string]any{"nonce": nonce, "permissions": []string{"token:read"},
+		"expires_at": created.Add(61 * time.Minute).UTC().Format(time.RFC3339)}), http.StatusBadRequest, "extend past an hour", "expires_at")
+	tvWantStatus(t, e.do(tvRoleReveal, http.MethodPost, "/sessions/authorize", map[string]any{"nonce": nonce, "permissions": []string{"token:read"},
+		"expires_at": created.Add(50 * time.Minute).UTC().Format(time.RFC3339)}), http.StatusNoContent, "extend to 50 minutes")
+	clock.Advance(40 * time.Minute)
+	tvWantStatus(t, e.do("long", http.MethodGet, "/tokens/"+tokenA, nil), http.StatusOK, "at 40 minutes")
+	clock.Advance(11 * time.Minute)
+	tvWantProblem(t, e.do("long", http.MethodGet, "/tokens/"+tokenA, nil), http.StatusUnauthorized, "at 51 minutes")
+	tvWantProblem(t, e.do(tvRoleReveal, http.MethodPost, "/sessions/authorize", map[string]any{"nonce": nonce, "permissions": []string{"token:read"}}),
+		http.StatusNotFound, "authorize again after expiry")
+
+	// the authorizer narrowed to /general/, then deleted
+	r := e.do(tvRoleMgmt, http.MethodPost, "/applications", map[string]any{"name": "narrowing", "type": "private", "rules": []map[string]any{
+		{"priority": 1, "container": "/", "transform": "reveal", "permissions": []string{"token:read"}}}})
+	tvWantStatus(t, r, http.StatusCreated, "an authorizer")
+	authID := testjson.Str(r.body, "id")
+	e.keys["narrowing"] = testjson.Str(r.body, "key")
+	nonce = newSession(t, e, "narrowed")
+	tvWantStatus(t, e.do("narrowing", http.MethodPost, "/sessions/authorize", map[string]any{"nonce": nonce, "rules": []map[string]any{{
+		"priority": 1, "transform": "reveal", "permissions": []string{"token:read"}, "container": "/"}}}), http.StatusNoContent, "authorize")
+	tvWantStatus(t, e.do("narrowed", http.MethodGet, "/tokens/"+tokenB, nil), http.StatusOK, "read before narrowing")
+	tvWantStatus(t, e.do(tvRoleMgmt, http.MethodPut, "/applications/"+authID, map[string]any{"name": "narrowing", "rules": []map[string]any{
+		{"priority": 1, "container": "/pci/", "transform": "reveal", "permissions": []string{"token:read"}}}}), http.StatusOK, "narrow the authorizer")
+	tvWantProblem(t, e.do("narrowed", http.MethodGet, "/tokens/"+tokenB, nil), http.StatusForbidden, "read after narrowing")
+	tvWantStatus(t, e.do(tvRoleMgmt, http.MethodDelete, "/applications/"+authID, nil), http.StatusNoContent, "delete the authorizer")
+	tvWantProblem(t, e.do("narrowed", http.MethodGet, "/tokens/"+tokenB, nil), http.StatusUnauthorized, "read after the authorizer is deleted")
+}

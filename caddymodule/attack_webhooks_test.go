@@ -243,3 +243,17 @@ func TestAttackEveryRoutePermission(t *testing.T) {
 		}
 	}
 }
+
+// TestAttackWebhookListParams: bad page parameters are 400s naming them.
+func TestAttackWebhookListParams(t *testing.T) {
+	e := newTokenEnv(t, false, true)
+	for _, tc := range []struct{ query, field string }{
+		{"page=0", "page"}, {"page=-1", "page"}, {"page=x", "page"}, {"page=99999999999999999999", "page"},
+		{"size=0", "size"}, {"size=101", "size"}, {"size=1e2", "size"},
+	} {
+		tvWantProblem(t, e.do(tvRoleMgmt, http.MethodGet, "/webhooks?"+tc.query, nil), http.StatusBadRequest, tc.query, tc.field)
+	}
+	tvWantStatus(t, e.do(tvRoleMgmt, http.MethodGet, "/webhooks?page=500&size=100", nil), http.StatusOK, "a page past the end")
+	// (an empty size is the default and a repeated one takes the first, as
+	// on every list: pageParams, not the webhooks' own)
+}

@@ -383,3 +383,24 @@ func TestAttackProblemsNeverQuoteInput(t *testing.T) {
 		}
 	}
 }
+
+// TestAttackIntentEncryptedEmpty: POST /token-intents treats an empty
+// encrypted member as POST /tokens does: data and encrypted together are
+// a 400 on encrypted, and an empty JWE does not decrypt.
+func TestAttackIntentEncryptedEmpty(t *testing.T) {
+	e := newTokenEnv(t, false, true)
+	tiKeys(t, e)
+	for _, path := range []string{"/tokens", "/token-intents"} {
+		role := "backend"
+		if path == "/token-intents" {
+			role = "web"
+		}
+		tvWantProblem(t, e.do(role, http.MethodPost, path, map[string]any{"type": "token", "data": "x", "encrypted": ""}),
+			http.StatusBadRequest, path+": data and an empty encrypted", "encrypted")
+		tvWantProblem(t, e.do(role, http.MethodPost, path, map[string]any{"type": "token", "encrypted": ""}),
+			http.StatusBadRequest, path+": an empty encrypted", "encrypted")
+	}
+	if n := attackAuditCount(t, e, "token-intent", "create"); n != 0 {
+		t.Errorf("%d intents created by refused requests", n)
+	}
+}

@@ -10,9 +10,9 @@ import (
 // clear, or (Encrypted) encrypted on the client to one of the tenant's
 // keys.
 type tokenIntentBody struct {
-	Type      string `json:"type"`
-	Data      any    `json:"data"`
-	Encrypted string `json:"encrypted"`
+	Type      string  `json:"type"`
+	Data      any     `json:"data"`
+	Encrypted *string `json:"encrypted"` // present, even empty, as POST /tokens reads it
 }
 
 // decodeTokenIntentInput reads the body of POST /token-intents into the
@@ -25,10 +25,8 @@ func decodeTokenIntentInput(c *call) (vaultstore.TokenIntentInput, error) {
 	if err := c.decode(&body); err != nil {
 		return vaultstore.TokenIntentInput{}, err
 	}
-	if body.Encrypted != "" {
-		if err := c.encryptedData(&body.Encrypted, &body.Data, ""); err != nil {
-			return vaultstore.TokenIntentInput{}, err
-		}
+	if err := c.encryptedData(body.Encrypted, &body.Data, ""); err != nil {
+		return vaultstore.TokenIntentInput{}, err
 	}
 	return vaultstore.TokenIntentInput{Type: body.Type, Data: body.Data}, nil
 }

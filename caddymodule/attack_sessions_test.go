@@ -6,6 +6,7 @@ package caddymodule
 
 import (
 	"bytes"
+	"encoding/json"
 	"mime/multipart"
 	"net/http"
 	"strings"
@@ -165,6 +166,11 @@ func TestAttackSessionAuthorizeRefusals(t *testing.T) {
 		}), "rules[0].conditions[0].value"},
 		{"no permissions in rule", rule(func(r map[string]any) { r["permissions"] = []string{} }), "rules[0].permissions"},
 		{"priority a string", rule(func(r map[string]any) { r["priority"] = "1" }), "rules[0].priority"},
+		{"priority a fraction", rule(func(r map[string]any) { r["priority"] = 1.5 }), "rules[0].priority"},
+		{"priority huge", rule(func(r map[string]any) { r["priority"] = json.Number("1e400") }), "rules[0].priority"},
+		{"conditions an object", rule(func(r map[string]any) { r["conditions"] = map[string]any{"attribute": "id"} }), "rules[0].conditions"},
+		{"description too long", rule(func(r map[string]any) { r["description"] = strings.Repeat("d", 201) }), "rules[0].description"},
+		{"rules an object", map[string]any{"nonce": nonce, "rules": map[string]any{"priority": 1}}, "rules"},
 		{"expires_at not a date", map[string]any{"nonce": nonce, "permissions": []string{"token:read"}, "expires_at": "tomorrow"}, "expires_at"},
 		{"expires_at a number", map[string]any{"nonce": nonce, "permissions": []string{"token:read"}, "expires_at": 5}, "expires_at"},
 		{"expires_at in the past", map[string]any{"nonce": nonce, "permissions": []string{"token:read"}, "expires_at": "2001-01-01T00:00:00Z"}, "expires_at"},
@@ -235,4 +241,35 @@ func TestAttackSessionLifetime(t *testing.T) {
 	tvWantProblem(t, e.do("narrowed", http.MethodGet, "/tokens/"+tokenB, nil), http.StatusForbidden, "read after narrowing")
 	tvWantStatus(t, e.do(tvRoleMgmt, http.MethodDelete, "/applications/"+authID, nil), http.StatusNoContent, "delete the authorizer")
 	tvWantProblem(t, e.do("narrowed", http.MethodGet, "/tokens/"+tokenB, nil), http.StatusUnauthorized, "read after the authorizer is deleted")
+}
+
+// TestAttackSessionReactAsync: a session scoped to tokenA cannot queue a
+// reaction over tokenB, and another session (or the authorizer) does not
+// read the result of the one it queued.
+func TestAttackSessionReactAsync(t *testing.T) {
+	e, tokenA, tokenB, _, _ := attackSessionEnv(t)
+	r := e.do(tvRoleMgmt, http.MethodPost, "/reactors", map[string]any{"name": "echo", "code": `module.exports = async function (req) { return { raw: { n: 1 } }; }`})
+	tvWantStatus(t, r, http.StatusCreated, "create reactor")
+	reactor := testjson.Str(r.body, "id")
+	docApp(t, e, "invoker", "token:use", "reactor:invoke")
+	grant := func(role string) {
+		nonce := newSession(t, e, role)
+		tvWantStatus(t, e.do("invoker", http.MethodPost, "/sessions/authorize", map[string]any{"nonce": nonce, "rules": []map[string]any{{
+			"priority": 1, "transform": "reveal", "permissions": []string{"token:use", "reactor:invoke"},
+			"conditions": []map[string]any{{"attribute": "id", "operator": "equals", "value": tokenA}},
+		}}}), http.StatusNoContent, "authorize "+role)
+	}
+	grant("s1")
+	grant("s2")
+	r = e.do("s1", http.MethodPost, "/reactors/"+reactor+"/react-async", map[string]any{"args": map[string]any{"v": "{{ " + tokenB + " }}"}})
+	if r.status != http.StatusForbidden {
+		t.Errorf("a session queues a reaction over a token it may not use: %s", r)
+	}
+	r = e.do("s1", http.MethodPost, "/reactors/"+reactor+"/react-async", map[string]any{"args": map[string]any{"v": "{{ " + tokenA + " }}"}})
+	tvWantStatus(t, r, http.StatusAccepted, "queue over tokenA")
+	rid := testjson.Str(r.body, "asyncReactorRequestId")
+	tvWantStatus(t, e.do("s1", http.MethodGet, "/reactors/"+reactor+"/results/"+rid, nil), http.StatusOK, "the queuing session reads its result")
+	for _, role := range []string{"s2", "invoker"} {
+		tvWantProblem(t, e.do(role, http.MethodGet, "/reactors/"+reactor+"/results/"+rid, nil), http.StatusNotFound, role+" reads the session's result")
+	}
 }

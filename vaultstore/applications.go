@@ -150,29 +150,16 @@ func (s *Store) UpdateApplication(ctx context.Context, tenantID, id, actorID str
 
 // DeleteApplication removes an application and revokes all its keys.
 func (s *Store) DeleteApplication(ctx context.Context, tenantID, id, actorID string) error {
-	if !isID(id) {
-		return ErrNotFound
-	}
-	return s.kv.Update(ctx, func(w Writer) error {
-		tk, t, err := s.tenantForWrite(w, tenantID)
-		if err != nil {
-			return err
-		}
-		if _, err := w.Get(applicationKey(tenantID, id)); err != nil {
-			return err
-		}
+	return deleteRecord(ctx, s, tenantID, id, applicationKey(tenantID, id), func(w Writer, tk *tenantKeys) (*AuditRecord, error) {
 		keys, err := s.listKeyRecords(w, tk, tenantID, id)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		for _, k := range keys {
 			if err := deleteKeyRecord(w, tenantID, k); err != nil {
-				return err
+				return nil, err
 			}
 		}
-		if err := s.writeAudit(w, tk, t, byActor(actorID, "application", id, "delete", fmt.Sprintf("application deleted with %d keys", len(keys)))); err != nil {
-			return err
-		}
-		return w.Delete(applicationKey(tenantID, id))
+		return byActor(actorID, "application", id, "delete", fmt.Sprintf("application deleted with %d keys", len(keys))), nil
 	})
 }

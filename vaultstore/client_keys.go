@@ -146,22 +146,7 @@ func (s *Store) ListClientKeys(ctx context.Context, tenantID string) ([]*ClientK
 // DeleteClientKey destroys a key: data encrypted to it can no longer be
 // decrypted.
 func (s *Store) DeleteClientKey(ctx context.Context, tenantID, id, actorID string) error {
-	if !isID(id) {
-		return ErrNotFound
-	}
-	return s.kv.Update(ctx, func(w Writer) error {
-		tk, t, err := s.tenantForWrite(w, tenantID)
-		if err != nil {
-			return err
-		}
-		if _, err := w.Get(clientKeyKey(tenantID, id)); err != nil {
-			return err
-		}
-		if err := s.writeAudit(w, tk, t, byActor(actorID, "client-key", id, "delete", "client encryption key deleted")); err != nil {
-			return err
-		}
-		return w.Delete(clientKeyKey(tenantID, id))
-	})
+	return deleteRecord(ctx, s, tenantID, id, clientKeyKey(tenantID, id), deleted(byActor(actorID, "client-key", id, "delete", "client encryption key deleted")))
 }
 
 // ClientKeyAgreement runs X25519 between the tenant's key id and a

@@ -395,27 +395,14 @@ func (r *documentRecord) view() *Document {
 // DeleteDocument removes a document: its record at once, its content
 // right after (or, if that is cut short, by the sweep).
 func (s *Store) DeleteDocument(ctx context.Context, req TokenRequest, id string) error {
-	if !isID(id) {
-		return ErrNotFound
-	}
 	tenantID := req.Tenant.ID
-	err := s.kv.Update(ctx, func(w Writer) error {
-		tk, t, err := s.tenantForWrite(w, tenantID)
-		if err != nil {
-			return err
-		}
-		if _, err := w.Get(documentKey(tenantID, id)); err != nil {
-			return err
-		}
-		if err := s.writeAudit(w, tk, t, byApp(req.Application, "document", id, "delete", "document deleted")); err != nil {
-			return err
-		}
+	err := deleteRecord(ctx, s, tenantID, id, documentKey(tenantID, id), func(w Writer, _ *tenantKeys) (*AuditRecord, error) {
 		// the chunks are orphans from now on: a marker as old as the
 		// epoch lets the next sweep finish what the removal below starts
 		if err := w.Put(documentUploadKey(tenantID, id), make([]byte, 8), 0); err != nil {
-			return err
+			return nil, err
 		}
-		return w.Delete(documentKey(tenantID, id))
+		return byApp(req.Application, "document", id, "delete", "document deleted"), nil
 	})
 	if err != nil {
 		return err

@@ -153,22 +153,7 @@ func (s *Store) changeReactor(ctx context.Context, tenantID, id, actorID string,
 
 // DeleteReactor removes a reactor.
 func (s *Store) DeleteReactor(ctx context.Context, tenantID, id, actorID string) error {
-	if !isID(id) {
-		return ErrNotFound
-	}
-	return s.kv.Update(ctx, func(w Writer) error {
-		tk, t, err := s.tenantForWrite(w, tenantID)
-		if err != nil {
-			return err
-		}
-		if _, err := w.Get(reactorKey(tenantID, id)); err != nil {
-			return err
-		}
-		if err := s.writeAudit(w, tk, t, byActor(actorID, "reactor", id, "delete", "reactor deleted")); err != nil {
-			return err
-		}
-		return w.Delete(reactorKey(tenantID, id))
-	})
+	return deleteRecord(ctx, s, tenantID, id, reactorKey(tenantID, id), deleted(byActor(actorID, "reactor", id, "delete", "reactor deleted")))
 }
 
 // ApplicationID is the id of the application the reactor's code acts as,

@@ -9,8 +9,9 @@ import (
 )
 
 // Helpers shared by the tenant's sealed resources (applications, proxies,
-// reactors): read one, list them oldest first, and merge a patch into
-// the input that would create one.
+// reactors, client keys, documents): read one, list them oldest first,
+// update or delete one with its audit record, and merge a patch into the
+// input that would create one.
 
 // createdRecord is a sealed resource with a creation time.
 type createdRecord interface {
@@ -101,6 +102,38 @@ func updateRecord[T any](ctx context.Context, s *Store, kind, tenantID, id, acto
 		return nil, err
 	}
 	return &rec, nil
+}
+
+// deleteRecord removes the tenant's record under key and records the
+// deletion, in one transaction: an unknown id is ErrNotFound and changes
+// nothing. removed, run first in the same transaction, removes what hangs
+// off the record and returns the audit record of the deletion.
+func deleteRecord(ctx context.Context, s *Store, tenantID, id string, key []byte, removed func(w Writer, tk *tenantKeys) (*AuditRecord, error)) error {
+	if !isID(id) {
+		return ErrNotFound
+	}
+	return s.kv.Update(ctx, func(w Writer) error {
+		tk, t, err := s.tenantForWrite(w, tenantID)
+		if err != nil {
+			return err
+		}
+		if _, err := w.Get(key); err != nil {
+			return err
+		}
+		rec, err := removed(w, tk)
+		if err != nil {
+			return err
+		}
+		if err := s.writeAudit(w, tk, t, rec); err != nil {
+			return err
+		}
+		return w.Delete(key)
+	})
+}
+
+// deleted is the removed of deleteRecord for a record nothing hangs off.
+func deleted(rec *AuditRecord) func(Writer, *tenantKeys) (*AuditRecord, error) {
+	return func(Writer, *tenantKeys) (*AuditRecord, error) { return rec, nil }
 }
 
 // refuseImmutable names each member of a patch that may not change.

@@ -7,6 +7,7 @@ package caddymodule
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"mime/multipart"
 	"net/http"
 	"strings"
@@ -37,19 +38,28 @@ func attackSessionEnv(t *testing.T) (e *tokenEnv, tokenA, tokenB, docID, intentI
 
 // TestAttackSessionRuleScopedToOneToken: a session whose rules grant
 // permissions only where the token id equals tokenA reaches nothing else:
-// no other token, document or token intent, by any route.
+// no other token, document or token intent, by any route. A rule cannot
+// grant a permission on documents or intents (a rule names tokens): that
+// is a 400 naming it.
 func TestAttackSessionRuleScopedToOneToken(t *testing.T) {
 	e, tokenA, tokenB, docID, intentID := attackSessionEnv(t)
 	nonce := newSession(t, e, "session")
-	all := []string{"token:read", "token:update", "token:delete", "token:use", "token:search",
-		"documents:read", "documents:reveal", "documents:delete", "token-intent:read", "token-intent:delete"}
-	r := e.do("everything", http.MethodPost, "/sessions/authorize", map[string]any{"nonce": nonce, "rules": []map[string]any{{
-		"priority": 1, "transform": "reveal", "permissions": all,
-		"conditions": []map[string]any{{"attribute": "id", "operator": "equals", "value": tokenA}},
-	}}})
-	tvWantStatus(t, r, http.StatusNoContent, "authorize for tokenA")
+	tokenPerms := []string{"token:read", "token:update", "token:delete", "token:use", "token:search"}
+	rule := func(perms []string) map[string]any {
+		return map[string]any{"nonce": nonce, "rules": []map[string]any{{
+			"priority": 1, "transform": "reveal", "permissions": perms,
+			"conditions": []map[string]any{{"attribute": "id", "operator": "equals", "value": tokenA}},
+		}}}
+	}
+	for i, p := range []string{"documents:read", "documents:reveal", "documents:delete", "documents:create",
+		"token-intent:read", "token-intent:delete", "token-intent:create"} {
+		perms := append(append([]string{}, tokenPerms...), p)
+		r := e.do("everything", http.MethodPost, "/sessions/authorize", rule(perms))
+		tvWantProblem(t, r, http.StatusBadRequest, fmt.Sprintf("%s in a rule (%d)", p, i), fmt.Sprintf("rules[0].permissions[%d]", len(tokenPerms)))
+	}
+	tvWantStatus(t, e.do("everything", http.MethodPost, "/sessions/authorize", rule(tokenPerms)), http.StatusNoContent, "authorize for tokenA")
 
-	r = e.do("session", http.MethodGet, "/tokens/"+tokenA, nil)
+	r := e.do("session", http.MethodGet, "/tokens/"+tokenA, nil)
 	tvWantStatus(t, r, http.StatusOK, "the granted token")
 
 	cases := []struct {
@@ -99,14 +109,13 @@ func TestAttackSessionRuleScopedToOneToken(t *testing.T) {
 	tvWantStatus(t, e.do("everything", http.MethodGet, "/tokens/"+tokenB, nil), http.StatusOK, "tokenB after the session's attempts")
 }
 
-// TestAttackSessionDocumentsAndIntents: a session may not upload
-// documents or delete another's records through a rule scoped to a
-// token id, and a plain-permission session is bounded by its authorizer.
+// TestAttackSessionDocumentsAndIntents: a session authorized with a rule
+// on one token cannot upload or delete documents or delete intents.
 func TestAttackSessionDocumentsAndIntents(t *testing.T) {
 	e, tokenA, _, docID, intentID := attackSessionEnv(t)
 	nonce := newSession(t, e, "session")
 	r := e.do("everything", http.MethodPost, "/sessions/authorize", map[string]any{"nonce": nonce, "rules": []map[string]any{{
-		"priority": 1, "transform": "reveal", "permissions": []string{"documents:create", "documents:delete", "token-intent:delete"},
+		"priority": 1, "transform": "reveal", "permissions": []string{"token:read", "token:create", "token:delete"},
 		"conditions": []map[string]any{{"attribute": "id", "operator": "equals", "value": tokenA}},
 	}}})
 	tvWantStatus(t, r, http.StatusNoContent, "authorize")

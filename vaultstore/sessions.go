@@ -352,6 +352,11 @@ func (in *SessionAuthorization) validate() error {
 			v.Add(field+".permissions", "at least one permission is required")
 		}
 		checkNames(field+".permissions", r.Permissions)
+		for j, p := range r.Permissions {
+			if isPermission(p) && slices.Contains(permissionsByType[AppPrivate], p) && !ruleScoped(p) {
+				v.Add(fmt.Sprintf("%s.permissions[%d]", field, j), fmt.Sprintf("a session rule names tokens; %q acts on no token, so grant it in permissions", p))
+			}
+		}
 		if len(r.Description) > 200 {
 			v.Add(field+".description", "must be at most 200 characters")
 		}

@@ -215,12 +215,16 @@ func (a *App) startAsyncReactions(store *vaultstore.Store, fresh bool) {
 	go d.loop(ctx)
 }
 
-// stopAsyncReactions stops claiming reactions. Those running finish (a
-// run is bounded by the workers' timeout), so a reload loses none.
+// stopAsyncReactions stops claiming reactions and waits for those
+// running to finish and record their outcome (a run is bounded by the
+// workers' timeout). Stop calls it before Cleanup releases the workers:
+// closing the pool under a run would cut the run short, and the reaction
+// would then fail, since a run that started is never run again.
 func (a *App) stopAsyncReactions() {
 	if a.asyncs != nil {
 		a.asyncs.cancel()
 		<-a.asyncs.done
+		a.asyncs.runs.Wait()
 	}
 }
 
@@ -271,7 +275,9 @@ func (d *asyncDispatcher) run(job *vaultstore.AsyncJob) {
 	err := d.runReaction(ctx, w, job)
 	var te *transforms.Error
 	if errors.As(err, &te) && te.Kind == transforms.KindBusy {
-		// the workers refused it before it started: it goes back in line
+		// the workers refused it before it started: it goes back in line.
+		// A run the pool cut short (KindClosed) started, so it is failed
+		// below like any other failure, never queued again.
 		if err := d.store.ReleaseAsyncReaction(context.Background(), job); err != nil {
 			d.logger.Warn("putting a reaction back in the queue failed; its lease will", zap.String("reaction", job.ID), zap.Error(err))
 		}

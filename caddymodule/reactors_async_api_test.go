@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"testing"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/tokenvault/tokenvault/internal/testjson"
+	"github.com/tokenvault/tokenvault/transforms"
 	"github.com/tokenvault/tokenvault/vaultstore"
 )
 
@@ -147,5 +149,96 @@ func TestAsyncReactionsConfig(t *testing.T) {
 	}
 	if (*AsyncReactionsConfig)(nil).limit() != vaultstore.DefaultAsyncQueuePerTenant || (*AsyncReactionsConfig)(nil).concurrency() != defaultAsyncConcurrency {
 		t.Error("defaults")
+	}
+}
+
+// TestAsyncReactionRunsOnceAcrossStop: a reaction under way when its
+// configuration stops (a reload, a shutdown) is never run again. Stop
+// waits for it to finish and record its outcome before the workers are
+// released; and if the workers are closed under a run anyway, the run is
+// failed, not put back in the queue, since its code may have called out.
+func TestAsyncReactionRunsOnceAcrossStop(t *testing.T) {
+	const spin = `module.exports = async function (req) {
+	const end = Date.now() + req.args.ms;
+	while (Date.now() < end) {}
+	return { raw: { spun: req.args.ms } };
+}`
+	for _, tc := range []struct {
+		name string
+		stop func(app *App, pool *transforms.Pool)
+		// want checks the result read right after stop, and may wait for
+		// the outcome with outcome
+		want func(t *testing.T, r tvResp, outcome func() tvResp)
+	}{
+		{"stop waits for the run", func(app *App, _ *transforms.Pool) { app.stopAsyncReactions() }, func(t *testing.T, r tvResp, _ func() tvResp) {
+			if testjson.Str(r.body, "status") != vaultstore.AsyncCompleted || fmt.Sprint(testjson.Field(r.body, "raw", "spun")) != "3000" {
+				t.Fatalf("after Stop returned: %s, want the run completed", r.raw)
+			}
+		}},
+		{"workers closed under the run", func(_ *App, pool *transforms.Pool) { pool.Close() }, func(t *testing.T, _ tvResp, outcome func() tvResp) {
+			r := outcome()
+			if testjson.Str(r.body, "status") != vaultstore.AsyncFailed || fmt.Sprint(testjson.Field(r.body, "error_status")) != "503" {
+				t.Fatalf("a run cut short by closed workers: %s, want failed with 503", r.raw)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, _ := newProxyEnv(t, nil)
+			pool, err := transforms.NewPool(transforms.Options{Command: []string{os.Args[0]}, Env: []string{workerEnv + "=1"}, MinWorkers: 1, MaxWorkers: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { pool.Close() })
+			app := e.h.app
+			app.workers, app.logger = pool, zap.NewNop()
+			r := e.do(tvRoleMgmt, http.MethodPost, "/applications", map[string]any{"name": "invoker", "type": "private", "permissions": []string{"reactor:invoke"}})
+			tvWantStatus(t, r, http.StatusCreated, "invoker")
+			e.keys["invoker"] = testjson.Str(r.body, "key")
+			r = e.do(tvRoleMgmt, http.MethodPost, "/reactors", map[string]any{"name": "spin", "code": spin})
+			tvWantStatus(t, r, http.StatusCreated, "create reactor")
+			reactor := testjson.Str(r.body, "id")
+			r = e.do("invoker", http.MethodPost, "/reactors/"+reactor+"/react-async", map[string]any{"args": map[string]any{"ms": 3000}})
+			tvWantStatus(t, r, http.StatusAccepted, "react-async")
+			id := testjson.Str(r.body, "asyncReactorRequestId")
+
+			app.startAsyncReactions(e.store, true)
+			t.Cleanup(app.stopAsyncReactions)
+			result := func() tvResp {
+				r := e.do("invoker", http.MethodGet, "/reactors/"+reactor+"/results/"+id, nil)
+				tvWantStatus(t, r, http.StatusOK, "result")
+				return r
+			}
+			outcome := func() tvResp {
+				t.Helper()
+				for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+					r := result()
+					switch testjson.Str(r.body, "status") {
+					case vaultstore.AsyncCompleted, vaultstore.AsyncFailed:
+						return r
+					case vaultstore.AsyncPending:
+						t.Fatalf("the reaction went back in the queue after it started: %s", r.raw)
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("no outcome within 60 s: %s", r.raw)
+					}
+				}
+			}
+			for deadline := time.Now().Add(60 * time.Second); testjson.Str(result().body, "status") != vaultstore.AsyncRunning; time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("the reaction did not start within 60 s")
+				}
+			}
+			for deadline := time.Now().Add(60 * time.Second); pool.Stats().Busy == 0; time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("the run did not reach a worker within 60 s")
+				}
+			}
+			started := testjson.Str(result().body, "started_at")
+			tc.stop(app, pool)
+			tc.want(t, result(), outcome)
+			if got := testjson.Str(result().body, "started_at"); got != started {
+				t.Fatalf("started_at moved from %s to %s: the reaction ran again", started, got)
+			}
+		})
 	}
 }

@@ -198,7 +198,7 @@ func transformProblem(what string, err error) error {
 		status = te.Status
 	case te.Kind == transforms.KindTimeout:
 		status = http.StatusRequestTimeout
-	case te.Kind == transforms.KindBusy:
+	case te.Kind == transforms.KindBusy || te.Kind == transforms.KindClosed:
 		status = http.StatusServiceUnavailable
 	case te.Kind == transforms.KindInvalidCode || te.Kind == transforms.KindModule || te.Kind == transforms.KindInvalidInput:
 		status = http.StatusBadRequest

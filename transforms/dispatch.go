@@ -463,9 +463,9 @@ func (p *Pool) release(w *proc, healthy bool, aff uint64, t *ticket) {
 		w.lastUsed = p.opts.now()
 		p.idle = append(p.idle, w)
 	case w.alive(): // the pool closed during the run
-		w.kill("closed")
+		w.kill(KindClosed)
 		delete(p.alive, w)
-		p.killed["closed"]++
+		p.killed[KindClosed]++
 		p.lost(q)
 	default:
 		p.forget(w)
@@ -542,9 +542,6 @@ func (p *Pool) forget(w *proc) {
 	cause := w.cause()
 	if cause == "" {
 		cause = w.exitError().Kind
-		if cause == KindBusy {
-			cause = "closed"
-		}
 	}
 	p.killed[cause]++
 }

@@ -25,6 +25,10 @@ const (
 	// KindBusy: no worker became free within QueueTimeout, or the pool is
 	// closed. Nothing ran; the caller may retry later.
 	KindBusy = "busy"
+	// KindClosed: the pool was closed while the run was under way, and
+	// its worker was stopped. The code may have run in part (and called
+	// out), so unlike KindBusy this is not a run to repeat blindly.
+	KindClosed = "closed"
 	// KindInvalidCode: the code is too long, does not compile, uses a
 	// regular expression that needs backtracking, or does not export a
 	// function.

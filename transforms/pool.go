@@ -69,7 +69,7 @@ type Stats struct {
 	WarmRuns uint64
 	// Killed counts workers that ended, by cause: KindTimeout, KindMemory,
 	// KindCrash (died or broke the protocol), "idle" (stopped after
-	// IdleTimeout) and "closed".
+	// IdleTimeout) and KindClosed.
 	Killed map[string]uint64
 	// Unconfined is why the most recently started worker runs without its
 	// system call filter (seccomp), such as a platform without one; empty
@@ -170,7 +170,7 @@ func (p *Pool) startWorker(t *ticket) (*proc, error) {
 	w.warm = newLRU[uint64, struct{}](realmCacheSize(p.opts.MemoryLimit))
 	w.lastUsed = p.opts.now()
 	if p.closed {
-		w.stop("closed")
+		w.stop(KindClosed)
 		return nil, ErrBusy
 	}
 	p.alive[w] = true
@@ -513,9 +513,9 @@ func (p *Pool) runOn(ctx context.Context, w *proc, id uint64, jf *jobFrame, svc 
 			}
 			hard.Reset(p.opts.KillGrace)
 		case <-p.closing:
-			w.kill("closed")
+			w.kill(KindClosed)
 			<-w.exited
-			return nil, newError(KindBusy, "the pool was closed during the run"), false
+			return nil, newError(KindClosed, "the pool was closed during the run"), false
 		}
 	}
 }
@@ -608,8 +608,8 @@ func (p *Pool) Stats() Stats {
 	return s
 }
 
-// Close stops every worker (runs under way fail with KindBusy) and waits
-// for their processes to end. Runs after Close fail with KindBusy.
+// Close stops every worker (runs under way fail with KindClosed) and
+// waits for their processes to end. Runs after Close fail with KindBusy.
 func (p *Pool) Close() error {
 	p.mu.Lock()
 	if p.closed {
@@ -618,14 +618,14 @@ func (p *Pool) Close() error {
 	}
 	p.closed = true
 	for w := range p.alive {
-		closed := "closed"
+		closed := KindClosed
 		w.killedFor.CompareAndSwap(nil, &closed)
 	}
 	close(p.closing)
 	for _, w := range p.idle {
-		w.stop("closed")
+		w.stop(KindClosed)
 		delete(p.alive, w)
-		p.killed["closed"]++
+		p.killed[KindClosed]++
 	}
 	p.idle = nil
 	p.mu.Unlock()

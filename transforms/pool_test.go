@@ -408,12 +408,17 @@ func TestPoolClose(t *testing.T) {
 		_, err := run(t, p, JobReactor, `module.exports = () => { for (;;) {} }`, nil)
 		done <- err
 	}()
-	time.Sleep(200 * time.Millisecond)
+	for deadline := time.Now().Add(60 * time.Second); p.Stats().Busy == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the run did not reach a worker within 60 s")
+		}
+	}
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-done; kindOf(err) != KindBusy {
-		t.Errorf("run during Close: %v, want busy", err)
+	// a run under way is cut short: closed, not busy, since its code ran
+	if err := <-done; kindOf(err) != KindClosed || errors.Is(err, ErrBusy) {
+		t.Errorf("run during Close: %v, want closed", err)
 	}
 	if _, err := run(t, p, JobReactor, `module.exports = () => ({ raw: 1 })`, nil); !errors.Is(err, ErrBusy) {
 		t.Errorf("run after Close: %v, want busy", err)

@@ -196,8 +196,8 @@ func (p *proc) exitError() *Error {
 	switch p.cause() {
 	case KindTimeout:
 		return newError(KindTimeout, "the code did not stop within the deadline and its worker was killed")
-	case "closed":
-		return newError(KindBusy, "the pool was closed")
+	case KindClosed:
+		return newError(KindClosed, "the pool was closed")
 	}
 	code := -1
 	var sig syscall.Signal = -1

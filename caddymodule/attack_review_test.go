@@ -407,3 +407,36 @@ func TestAttackIntentEncryptedEmpty(t *testing.T) {
 		t.Errorf("%d intents created by refused requests", n)
 	}
 }
+
+// TestAttackIntentIdempotency: a token made of an intent under an
+// idempotency key is replayed, not refused as a used intent; the same key
+// with another intent is a 400; a failed first attempt keeps nothing.
+func TestAttackIntentIdempotency(t *testing.T) {
+	e := newTokenEnv(t, false, true)
+	tiKeys(t, e)
+	mk := func() string {
+		r := e.do("web", http.MethodPost, "/token-intents", map[string]any{"type": "token", "data": "intent data"})
+		tvWantStatus(t, r, http.StatusCreated, "intent")
+		return testjson.Str(r.body, "id")
+	}
+	a, b := mk(), mk()
+	body := map[string]any{"token_intent_id": a}
+	first := e.do("backend", http.MethodPost, "/tokens", body, "SVC-IDEMPOTENCY-KEY", "attack-1")
+	tvWantStatus(t, first, http.StatusCreated, "token of the intent")
+	again := e.do("backend", http.MethodPost, "/tokens", body, "SVC-IDEMPOTENCY-KEY", "attack-1")
+	if again.status != http.StatusCreated || testjson.Str(again.body, "id") != testjson.Str(first.body, "id") {
+		t.Errorf("the replay: %s, want the first answer %s", again, first)
+	}
+	tvWantProblem(t, e.do("backend", http.MethodPost, "/tokens", map[string]any{"token_intent_id": b}, "SVC-IDEMPOTENCY-KEY", "attack-1"),
+		http.StatusBadRequest, "the key with another intent")
+	// a failure is not kept: the same request succeeds once the cause is gone
+	e.create("backend", map[string]any{"id": "attack-taken", "type": "token", "data": "x"})
+	failing := map[string]any{"token_intent_id": b, "id": "attack-taken"}
+	tvWantProblem(t, e.do("backend", http.MethodPost, "/tokens", failing, "SVC-IDEMPOTENCY-KEY", "attack-2"), http.StatusConflict, "a duplicate id")
+	tvWantStatus(t, e.do("backend", http.MethodDelete, "/tokens/attack-taken", nil), http.StatusForbidden, "the backend may not delete")
+	tvWantStatus(t, e.do(tvRoleReveal, http.MethodDelete, "/tokens/attack-taken", nil), http.StatusNoContent, "free the id")
+	tvWantStatus(t, e.do("backend", http.MethodPost, "/tokens", failing, "SVC-IDEMPOTENCY-KEY", "attack-2"), http.StatusCreated, "the retry")
+	if n := e.count(); n != 2 {
+		t.Errorf("%d tokens, want 2", n)
+	}
+}

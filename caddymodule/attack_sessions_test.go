@@ -282,3 +282,42 @@ func TestAttackSessionReactAsync(t *testing.T) {
 		tvWantProblem(t, e.do(role, http.MethodGet, "/reactors/"+reactor+"/results/"+rid, nil), http.StatusNotFound, role+" reads the session's result")
 	}
 }
+
+// TestAttackSessionContainerRule: a session whose rule covers /general/
+// creates tokens there only: not a card in /pci/, not a token of a card
+// intent, not a move out of /general/.
+func TestAttackSessionContainerRule(t *testing.T) {
+	e, _, _, _, _ := attackSessionEnv(t)
+	nonce := newSession(t, e, "session")
+	tvWantStatus(t, e.do("everything", http.MethodPost, "/sessions/authorize", map[string]any{"nonce": nonce, "rules": []map[string]any{{
+		"priority": 1, "transform": "reveal", "permissions": []string{"token:create", "token:update", "token:read"}, "container": "/general/",
+	}}}), http.StatusNoContent, "authorize on /general/")
+	r := e.do("session", http.MethodPost, "/tokens", map[string]any{"type": "token", "data": "fine", "containers": []string{"/general/session/"}})
+	tvWantStatus(t, r, http.StatusCreated, "a token in /general/")
+	id := testjson.Str(r.body, "id")
+	r = e.do("everything", http.MethodPost, "/token-intents", tvCardBody())
+	tvWantStatus(t, r, http.StatusCreated, "a card intent")
+	intent := testjson.Str(r.body, "id")
+	before := e.count()
+	for _, tc := range []struct {
+		name, method, path string
+		body               any
+	}{
+		{"a card", http.MethodPost, "/tokens", tvCardBody()},
+		{"a token in /pci/", http.MethodPost, "/tokens", map[string]any{"type": "token", "data": "x", "containers": []string{"/pci/"}}},
+		{"a token of a card intent", http.MethodPost, "/tokens", map[string]any{"token_intent_id": intent}},
+		{"tokenize into /pci/", http.MethodPost, "/tokenize", map[string]any{"a": map[string]any{"type": "card", "data": map[string]any{"number": tvCard}}}},
+		{"move to /pci/", http.MethodPatch, "/tokens/" + id, map[string]any{"containers": []string{"/pci/"}}},
+	} {
+		r := e.do("session", tc.method, tc.path, tc.body)
+		tvWantProblem(t, r, http.StatusForbidden, tc.name)
+	}
+	if n := e.count(); n != before {
+		t.Errorf("%d tokens, want %d", n, before)
+	}
+	tvWantStatus(t, e.do("everything", http.MethodGet, "/token-intents/"+intent, nil), http.StatusOK, "the intent is unused")
+	r = e.do("everything", http.MethodGet, "/tokens/"+id, nil)
+	if c, _ := testjson.Field(r.body, "containers").([]any); len(c) != 1 || c[0] != "/general/session/" {
+		t.Errorf("the token moved: %s", r.raw)
+	}
+}

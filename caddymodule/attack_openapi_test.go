@@ -1,0 +1,31 @@
+package caddymodule
+
+// Adversarial review: what the newer surfaces accept, checked against the
+// OpenAPI description clients generate code and validate requests from.
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/tokenvault/tokenvault/internal/testjson"
+)
+
+// TestAttackOpenAPILogEntityTypes: every entity type GET /logs/entity-types
+// lists is one the document's entity_type parameter admits.
+func TestAttackOpenAPILogEntityTypes(t *testing.T) {
+	e := newTokenEnv(t, false, true)
+	e.validate = newOpenAPIChecker(t).check
+	r := e.do(tvRoleMgmt, http.MethodGet, "/logs/entity-types", nil)
+	tvWantStatus(t, r, http.StatusOK, "entity types")
+	list, _ := r.body.([]any)
+	if len(list) == 0 {
+		t.Fatalf("no entity types: %s", r.raw)
+	}
+	for _, et := range list {
+		v := testjson.Str(et, "value")
+		if v == "" {
+			t.Fatalf("an entity type without a value: %s", r.raw)
+		}
+		tvWantStatus(t, e.do(tvRoleMgmt, http.MethodGet, "/logs?entity_type="+v, nil), http.StatusOK, "logs of "+v)
+	}
+}

@@ -29,3 +29,18 @@ func TestAttackOpenAPILogEntityTypes(t *testing.T) {
 		tvWantStatus(t, e.do(tvRoleMgmt, http.MethodGet, "/logs?entity_type="+v, nil), http.StatusOK, "logs of "+v)
 	}
 }
+
+// TestAttackOpenAPIEncryptedCreates: a token and a token intent sent as
+// encrypted data, as the official SDKs send them, are requests the
+// document admits.
+func TestAttackOpenAPIEncryptedCreates(t *testing.T) {
+	e := newTokenEnv(t, false, true)
+	e.validate = newOpenAPIChecker(t).check
+	k := createJWEKey(t, e, tvRoleMgmt)
+	card := `{"number":"` + tvCard + `","expiration_month":12,"expiration_year":2099}`
+	tvWantStatus(t, e.do(tvRoleReveal, http.MethodPost, "/tokens", map[string]any{"type": "card", "encrypted": elementsJWE(t, k, card)}),
+		http.StatusCreated, "POST /tokens with encrypted data")
+	web := docApp(t, e, "web", "token-intent:create")
+	tvWantStatus(t, e.do(web, http.MethodPost, "/token-intents", map[string]any{"type": "card", "encrypted": elementsJWE(t, k, card)}),
+		http.StatusCreated, "POST /token-intents with encrypted data")
+}

@@ -440,3 +440,32 @@ func TestAttackIntentIdempotency(t *testing.T) {
 		t.Errorf("%d tokens, want 2", n)
 	}
 }
+
+// TestAttackCardDetailsFollowData: card details are derived again when a
+// card's data changes, and a refused change leaves them as they were.
+func TestAttackCardDetailsFollowData(t *testing.T) {
+	e := newTokenEnv(t, false, true)
+	id := testjson.Str(e.create(tvRoleReveal, tvCardBody()).body, "id")
+	amex := "378282246310005"
+	r := e.do(tvRoleReveal, http.MethodPatch, "/tokens/"+id, map[string]any{"data": map[string]any{"number": amex}})
+	tvWantStatus(t, r, http.StatusOK, "change the number")
+	for _, role := range []string{tvRoleReveal, tvRoleMask, tvRoleRedact} {
+		got := e.do(role, http.MethodGet, "/tokens/"+id, nil)
+		if testjson.Str(got.body, "card", "brand") != "american-express" || testjson.Str(got.body, "card", "bin") != "378282" || testjson.Str(got.body, "card", "last4") != "0005" {
+			t.Errorf("%s: details after the change: %s", role, got.raw)
+		}
+	}
+	for _, bad := range []map[string]any{
+		{"data": map[string]any{"number": tvCardBadLuhn}},
+		{"data": map[string]any{"number": tvCardFullWidth}},
+		{"data": map[string]any{"expiration_month": 13}},
+		{"data": "a string"},
+		{"data": nil},
+	} {
+		tvWantProblem(t, e.do(tvRoleReveal, http.MethodPatch, "/tokens/"+id, bad), http.StatusBadRequest, "a refused change")
+	}
+	got := e.do(tvRoleMask, http.MethodGet, "/tokens/"+id, nil)
+	if testjson.Str(got.body, "card", "last4") != "0005" || strings.Contains(string(got.raw), amex) {
+		t.Errorf("details after refused changes: %s", got.raw)
+	}
+}

@@ -131,24 +131,6 @@ func newLeaseReceiver(t *testing.T) *leaseReceiver {
 	return h
 }
 
-// parseHookRequest reads a delivery's body as hookReceiver does.
-func parseHookRequest(header http.Header, body []byte) hookRequest {
-	req := hookRequest{Header: header.Clone(), Body: body}
-	var parsed struct {
-		DeliveredAt string `json:"delivered_at"`
-		Event       struct {
-			ID, Type, Timestamp string
-			Data                map[string]map[string]string
-		} `json:"event"`
-	}
-	if json.Unmarshal(body, &parsed) == nil {
-		req.EventID, req.EventType, req.DeliveredAt, req.Timestamp = parsed.Event.ID, parsed.Event.Type, parsed.DeliveredAt, parsed.Event.Timestamp
-		entity, _, _ := strings.Cut(parsed.Event.Type, ".")
-		req.EntityID = parsed.Event.Data[entity]["id"]
-	}
-	return req
-}
-
 func (h *leaseReceiver) setMode(m receiverMode) {
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -54,24 +54,30 @@ type hookReceiver struct {
 	ok     chan hookRequest // every request answered 2xx
 }
 
+// parseHookRequest reads a webhook delivery: its event, entity and times.
+func parseHookRequest(header http.Header, body []byte) hookRequest {
+	req := hookRequest{Header: header.Clone(), Body: body}
+	var parsed struct {
+		DeliveredAt string `json:"delivered_at"`
+		Event       struct {
+			ID, Type, Timestamp string
+			Data                map[string]map[string]string
+		} `json:"event"`
+	}
+	if json.Unmarshal(body, &parsed) == nil {
+		req.EventID, req.EventType, req.DeliveredAt, req.Timestamp = parsed.Event.ID, parsed.Event.Type, parsed.DeliveredAt, parsed.Event.Timestamp
+		entity, _, _ := strings.Cut(parsed.Event.Type, ".")
+		req.EntityID = parsed.Event.Data[entity]["id"]
+	}
+	return req
+}
+
 func newHookReceiver(t *testing.T, answer func(n int, r *hookRequest) int) *hookReceiver {
 	t.Helper()
 	h := &hookReceiver{answer: answer, ok: make(chan hookRequest, 20000)}
 	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		req := hookRequest{Header: r.Header.Clone(), Body: body}
-		var parsed struct {
-			DeliveredAt string `json:"delivered_at"`
-			Event       struct {
-				ID, Type, Timestamp string
-				Data                map[string]map[string]string
-			} `json:"event"`
-		}
-		if json.Unmarshal(body, &parsed) == nil {
-			req.EventID, req.EventType, req.DeliveredAt, req.Timestamp = parsed.Event.ID, parsed.Event.Type, parsed.DeliveredAt, parsed.Event.Timestamp
-			entity, _, _ := strings.Cut(parsed.Event.Type, ".")
-			req.EntityID = parsed.Event.Data[entity]["id"]
-		}
+		req := parseHookRequest(r.Header, body)
 		h.mu.Lock()
 		n := len(h.reqs)
 		status := http.StatusOK

@@ -241,28 +241,18 @@ func (s *Store) changeProxy(ctx context.Context, tenantID, id, actorID string, n
 
 // DeleteProxy removes a proxy, its key and its whitelabel hostnames.
 func (s *Store) DeleteProxy(ctx context.Context, tenantID, id, actorID string) error {
-	if !isID(id) {
-		return ErrNotFound
-	}
-	return s.kv.Update(ctx, func(w Writer) error {
-		tk, t, err := s.tenantForWrite(w, tenantID)
-		if err != nil {
-			return err
-		}
+	return deleteRecord(ctx, s, tenantID, id, proxyKey(tenantID, id), func(w Writer, tk *tenantKeys) (*AuditRecord, error) {
 		var p Proxy
 		if err := s.getSealed(w, tk, "proxy", tenantID, id, proxyKey(tenantID, id), &p); err != nil {
-			return err
+			return nil, err
 		}
 		if err := deleteProxyHostnames(w, tenantID, id); err != nil {
-			return err
+			return nil, err
 		}
 		if err := w.Delete(proxyKeyIndexKey(keyDigest(p.Key))); err != nil {
-			return err
+			return nil, err
 		}
-		if err := s.writeAudit(w, tk, t, byActor(actorID, "proxy", id, "delete", "proxy deleted")); err != nil {
-			return err
-		}
-		return w.Delete(proxyKey(tenantID, id))
+		return byActor(actorID, "proxy", id, "delete", "proxy deleted"), nil
 	})
 }
 

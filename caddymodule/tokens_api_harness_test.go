@@ -271,18 +271,6 @@ func (e *tokenEnv) do(role, method, path string, body any, hdr ...string) tvResp
 	return r
 }
 
-// tvJSONOf decodes a JSON literal the way answers are decoded.
-func tvJSONOf(tb testing.TB, s string) any {
-	tb.Helper()
-	dec := json.NewDecoder(strings.NewReader(s))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		tb.Fatalf("bad JSON literal %s: %v", s, err)
-	}
-	return v
-}
-
 // tvWantStatus fails unless the answer has the status.
 func tvWantStatus(tb testing.TB, r tvResp, status int, what string) {
 	tb.Helper()

@@ -88,7 +88,7 @@ func TestTokenRoundTrip(t *testing.T) {
 			}
 			// a create reveals nothing: masked data at most
 			if tc.masked != "" {
-				if got := testjson.Field(created.body, "data"); !reflect.DeepEqual(got, tvJSONOf(t, tc.masked)) {
+				if got := testjson.Field(created.body, "data"); !reflect.DeepEqual(got, testjson.Decode(t, tc.masked)) {
 					t.Errorf("create answer data %v, want masked %s", got, tc.masked)
 				}
 			} else if testjson.Has(created.body, "data") {
@@ -98,7 +98,7 @@ func TestTokenRoundTrip(t *testing.T) {
 			path := "/tokens/" + url.PathEscape(id)
 			rev := e.do(tvRoleReveal, http.MethodGet, path, nil)
 			tvWantStatus(t, rev, http.StatusOK, "revealing GET")
-			if got, want := testjson.Field(rev.body, "data"), tvJSONOf(t, tc.revealed); !reflect.DeepEqual(got, want) {
+			if got, want := testjson.Field(rev.body, "data"), testjson.Decode(t, tc.revealed); !reflect.DeepEqual(got, want) {
 				t.Errorf("revealed data\n got %#v\nwant %#v", got, want)
 			}
 			if strings.Contains(tc.revealed, tvBigNumber) && !bytes.Contains(rev.raw, []byte(tvBigNumber)) {
@@ -111,7 +111,7 @@ func TestTokenRoundTrip(t *testing.T) {
 				if testjson.Has(masked.body, "data") {
 					t.Errorf("masked read of a token without mask has data: %s", masked.raw)
 				}
-			} else if got := testjson.Field(masked.body, "data"); !reflect.DeepEqual(got, tvJSONOf(t, tc.masked)) {
+			} else if got := testjson.Field(masked.body, "data"); !reflect.DeepEqual(got, testjson.Decode(t, tc.masked)) {
 				t.Errorf("masked data %v, want %s", got, tc.masked)
 			}
 
@@ -412,10 +412,10 @@ func TestTokenPatch(t *testing.T) {
 			t.Errorf("patched token without modified_at/modified_by: %s", r.raw)
 		}
 		g := get(t, objPath)
-		if got, want := testjson.Field(g.body, "data"), tvJSONOf(t, `{"a":1,"b":{"keep":"`+tvSecretText+`","d":3}}`); !reflect.DeepEqual(got, want) {
+		if got, want := testjson.Field(g.body, "data"), testjson.Decode(t, `{"a":1,"b":{"keep":"`+tvSecretText+`","d":3}}`); !reflect.DeepEqual(got, want) {
 			t.Errorf("data %v, want %v", got, want)
 		}
-		if got, want := testjson.Field(g.body, "metadata"), tvJSONOf(t, `{"k2":"v2","k3":"v3"}`); !reflect.DeepEqual(got, want) {
+		if got, want := testjson.Field(g.body, "metadata"), testjson.Decode(t, `{"k2":"v2","k3":"v3"}`); !reflect.DeepEqual(got, want) {
 			t.Errorf("metadata %v, want %v", got, want)
 		}
 	})
@@ -502,7 +502,7 @@ func TestTokenPatch(t *testing.T) {
 			t.Errorf("patch answer number %q, want masked", got)
 		}
 		g := get(t, cardPath)
-		want := tvJSONOf(t, `{"number":"`+tvCard+`","expiration_month":11,"expiration_year":2030,"cvc":"`+tvCVC+`"}`)
+		want := testjson.Decode(t, `{"number":"`+tvCard+`","expiration_month":11,"expiration_year":2030,"cvc":"`+tvCVC+`"}`)
 		if got := testjson.Field(g.body, "data"); !reflect.DeepEqual(got, want) {
 			t.Errorf("card data %v, want %v", got, want)
 		}
@@ -781,7 +781,7 @@ func TestTokenExpiry(t *testing.T) {
 
 	// past the one-hour CVC retention the cvc is gone, the card stays
 	g := e.do(tvRoleReveal, http.MethodGet, card, nil)
-	if got := testjson.Field(g.body, "data"); !reflect.DeepEqual(got, tvJSONOf(t, `{"number":"`+tvCard+`","expiration_month":12,"expiration_year":2030}`)) {
+	if got := testjson.Field(g.body, "data"); !reflect.DeepEqual(got, testjson.Decode(t, `{"number":"`+tvCard+`","expiration_month":12,"expiration_year":2030}`)) {
 		t.Errorf("card past CVC retention: %s", g.raw)
 	}
 

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tokenvault/tokenvault/internal/testjson"
 	"github.com/tokenvault/tokenvault/vaultstore/strictjson"
 )
 
@@ -331,23 +332,11 @@ func TestDetokenizeJSONMatchesDetokenize(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if g, w := decodeNumbers(t, got), decodeNumbers(t, wantRaw); !reflect.DeepEqual(g, w) {
+			if g, w := testjson.Decode(t, string(got)), testjson.Decode(t, string(wantRaw)); !reflect.DeepEqual(g, w) {
 				t.Errorf("DetokenizeJSON %s\nDetokenize   %s", got, wantRaw)
 			}
 		})
 	}
-}
-
-// decodeNumbers decodes JSON with UseNumber.
-func decodeNumbers(tb testing.TB, raw []byte) any {
-	tb.Helper()
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		tb.Fatalf("decoding %s: %v", raw, err)
-	}
-	return v
 }
 
 func TestDetokenizeFields(t *testing.T) {
@@ -459,7 +448,7 @@ func FuzzDetokenizeJSON(f *testing.F) {
 			if merr != nil {
 				t.Fatal(merr)
 			}
-			if g, w := decodeNumbers(t, out), decodeNumbers(t, wantRaw); !reflect.DeepEqual(g, w) {
+			if g, w := testjson.Decode(t, string(out)), testjson.Decode(t, string(wantRaw)); !reflect.DeepEqual(g, w) {
 				t.Fatalf("DetokenizeJSON %s\nDetokenize   %s", out, wantRaw)
 			}
 		}

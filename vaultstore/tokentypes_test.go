@@ -10,19 +10,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
-)
 
-// decodeTypeJSON decodes JSON the way the HTTP edge does, with UseNumber.
-func decodeTypeJSON(t testing.TB, s string) any {
-	t.Helper()
-	dec := json.NewDecoder(strings.NewReader(s))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		t.Fatalf("decode %s: %v", s, err)
-	}
-	return v
-}
+	"github.com/tokenvault/tokenvault/internal/testjson"
+)
 
 // luhnWithPrefix appends the Luhn check digit to a string of digits.
 func luhnWithPrefix(prefix string) string {
@@ -150,9 +140,9 @@ func TestTokenGenericData(t *testing.T) {
 		{"empty string", "", nil},
 		{"number", json.Number("12345678901234567890"), nil},
 		{"bool", false, nil},
-		{"array", decodeTypeJSON(t, `[1, null, "x"]`), nil},
+		{"array", testjson.Decode(t, `[1, null, "x"]`), nil},
 		{"empty array", []any{}, nil},
-		{"object", decodeTypeJSON(t, `{"a": {"b": null}}`), nil},
+		{"object", testjson.Decode(t, `{"a": {"b": null}}`), nil},
 		{"empty object", map[string]any{}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -250,7 +240,7 @@ func TestTokenCardData(t *testing.T) {
 			[]string{"data.number", "data.expiration_month", "data.expiration_year", "data.cvc", "data.x"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			wantFieldsEqual(t, validateType(t, "card", decodeTypeJSON(t, tc.json)), tc.want)
+			wantFieldsEqual(t, validateType(t, "card", testjson.Decode(t, tc.json)), tc.want)
 		})
 	}
 }
@@ -329,7 +319,7 @@ func TestTokenBankData(t *testing.T) {
 		{"empty", `{}`, []string{"data.routing_number", "data.account_number"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			wantFieldsEqual(t, validateType(t, "bank", decodeTypeJSON(t, tc.json)), tc.want)
+			wantFieldsEqual(t, validateType(t, "bank", testjson.Decode(t, tc.json)), tc.want)
 		})
 	}
 }
@@ -362,7 +352,7 @@ func TestTokenValidationMessagesDoNotContainData(t *testing.T) {
 		t.Run(tc.typ+" "+tc.json, func(t *testing.T) {
 			tt, _ := LookupTokenType(tc.typ)
 			v := &ValidationError{}
-			tt.Validate(decodeTypeJSON(t, tc.json), v)
+			tt.Validate(testjson.Decode(t, tc.json), v)
 			err := v.OrNil()
 			if err == nil {
 				t.Fatal("no error")

@@ -1,7 +1,8 @@
-// Package testjson walks decoded JSON values (the any that encoding/json
-// gives) for tests, and encodes request bodies: one path helper and one
-// body encoder, shared by the API tests and the end-to-end tests, so that
-// both send requests and read answers the same way.
+// Package testjson decodes and walks JSON values (the any that
+// encoding/json gives, numbers as json.Number) for tests, and encodes
+// request bodies: one decoder, one path helper and one body encoder,
+// shared by the store's, the API's and the end-to-end tests, so that all
+// send requests and read answers the same way.
 package testjson
 
 import (
@@ -9,7 +10,22 @@ import (
 	"encoding/json"
 	"io"
 	"strings"
+	"testing"
 )
+
+// Decode decodes the JSON text s with numbers as json.Number, as the
+// vault decodes token data and the tests decode answers; it fails the
+// test on bad JSON.
+func Decode(tb testing.TB, s string) any {
+	tb.Helper()
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		tb.Fatalf("bad JSON %.200q: %v", s, err)
+	}
+	return v
+}
 
 // Body is a request body for v: nil for nil, a string or []byte as it is
 // (so a test can send malformed JSON), anything else encoded as JSON.

@@ -70,3 +70,13 @@ func TestBody(t *testing.T) {
 		t.Fatal("Body of a value JSON cannot hold: no error")
 	}
 }
+
+func TestDecode(t *testing.T) {
+	v := Decode(t, `{"n": 12345678901234567890, "a": [1.50, "x"]}`)
+	if n, ok := Field(v, "n").(json.Number); !ok || n.String() != "12345678901234567890" {
+		t.Fatalf("n = %#v, want the json.Number as written", Field(v, "n"))
+	}
+	if n, ok := Field(v, "a", 0).(json.Number); !ok || n.String() != "1.50" || Str(v, "a", 1) != "x" {
+		t.Fatalf("a = %#v", Field(v, "a"))
+	}
+}

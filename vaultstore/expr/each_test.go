@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"sync"
 	"testing"
+
+	"github.com/tokenvault/tokenvault/internal/testjson"
 )
 
 // TestEvaluateJSONEachSameDraws: the alias filters draw the same
@@ -46,7 +48,7 @@ func TestEvaluateJSONEachSameDraws(t *testing.T) {
 // TestEvaluateJSONEachMatchesEvaluateJSON: without random filters the
 // results are EvaluateJSON's, errors included.
 func TestEvaluateJSONEachMatchesEvaluateJSON(t *testing.T) {
-	data := map[string]any{"data": mustJSON(t, cardJSON)}
+	data := map[string]any{"data": testjson.Decode(t, cardJSON)}
 	for _, template := range []any{
 		map[string]any{"number": "{{ data.number | reveal_last: 4 }}", "y": "{{ data.expiration_year }}"},
 		"{% for x in (1..3) %}{{ x }}{% endfor %}{{ data.number | slice: 0, 6 }}",

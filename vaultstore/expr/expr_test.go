@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/osteele/liquid"
+	"github.com/tokenvault/tokenvault/internal/testjson"
 )
 
 func evalSrc(src string, bindings map[string]any) (any, error) {
@@ -32,7 +33,7 @@ func mustEval(t testing.TB, src string, bindings map[string]any) any {
 const cardJSON = `{"number": "4242424242424242", "expiration_month": 12, "expiration_year": 2030, "cvc": "123"}`
 
 func TestEvaluate(t *testing.T) {
-	data := mustJSON(t, `{
+	data := testjson.Decode(t, `{
 		"card": "4242424242424242", "n": 12345678901234567890, "i": 42, "f": 8.99, "f0": 8.90, "e": 1e3,
 		"t": true, "z": null, "o": {"a": 1, "b": [true, "x"]}, "arr": [1, "x"], "email": "jane@example.com"}`)
 	b := map[string]any{"data": data}
@@ -96,23 +97,23 @@ func TestEvaluate(t *testing.T) {
 // references into: ids that are not Liquid identifiers are looked up by
 // string key, and a whole-string reference embeds the object.
 func TestDetokenizationLookup(t *testing.T) {
-	b := map[string]any{"tokens": map[string]any{"3f2504e0-4f89-11d3-9a0c-0305e82c3301": mustJSON(t, cardJSON)}}
-	got, err := EvaluateJSON(mustJSON(t, `{"card": "{{ tokens['3f2504e0-4f89-11d3-9a0c-0305e82c3301'] }}",
+	b := map[string]any{"tokens": map[string]any{"3f2504e0-4f89-11d3-9a0c-0305e82c3301": testjson.Decode(t, cardJSON)}}
+	got, err := EvaluateJSON(testjson.Decode(t, `{"card": "{{ tokens['3f2504e0-4f89-11d3-9a0c-0305e82c3301'] }}",
 		"n": "{{ tokens['3f2504e0-4f89-11d3-9a0c-0305e82c3301'] | json: '$.number' }}"}`), b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := mustJSON(t, `{"card": `+cardJSON+`, "n": "4242424242424242"}`)
+	want := testjson.Decode(t, `{"card": `+cardJSON+`, "n": "4242424242424242"}`)
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %#v", got)
 	}
 }
 
 func TestEvaluateDoesNotMutateBindings(t *testing.T) {
-	data := mustJSON(t, `{"n": 1, "o": {"m": 2}}`)
+	data := testjson.Decode(t, `{"n": 1, "o": {"m": 2}}`)
 	b := map[string]any{"data": data}
 	mustEval(t, `{% assign data = 5 %}{% assign x = 1 %}{{ data }}`, b)
-	want := map[string]any{"data": mustJSON(t, `{"n": 1, "o": {"m": 2}}`)}
+	want := map[string]any{"data": testjson.Decode(t, `{"n": 1, "o": {"m": 2}}`)}
 	if !reflect.DeepEqual(b, want) {
 		t.Fatalf("bindings changed: %#v", b)
 	}
@@ -124,7 +125,7 @@ func TestEvaluateDoesNotMutateBindings(t *testing.T) {
 }
 
 func TestEvaluateJSON(t *testing.T) {
-	b := map[string]any{"data": mustJSON(t, cardJSON)}
+	b := map[string]any{"data": testjson.Decode(t, cardJSON)}
 	tests := []struct {
 		name           string
 		template, want string
@@ -144,11 +145,11 @@ func TestEvaluateJSON(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := EvaluateJSON(mustJSON(t, tc.template), b)
+			got, err := EvaluateJSON(testjson.Decode(t, tc.template), b)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if want := mustJSON(t, tc.want); !reflect.DeepEqual(got, want) {
+			if want := testjson.Decode(t, tc.want); !reflect.DeepEqual(got, want) {
 				t.Fatalf("got  %#v\nwant %#v", got, want)
 			}
 		})
@@ -182,8 +183,8 @@ func TestEvaluateJSONDepth(t *testing.T) {
 }
 
 func TestEvaluateJSONError(t *testing.T) {
-	b := map[string]any{"data": mustJSON(t, cardJSON)}
-	_, err := EvaluateJSON(mustJSON(t, `{"a": ["{{ data.number | nope }}"]}`), b)
+	b := map[string]any{"data": testjson.Decode(t, cardJSON)}
+	_, err := EvaluateJSON(testjson.Decode(t, `{"a": ["{{ data.number | nope }}"]}`), b)
 	if err == nil || err.Error() != `invalid expression: unknown filter "nope"` {
 		t.Fatalf("got %v", err)
 	}
@@ -228,7 +229,7 @@ func TestCompileErrors(t *testing.T) {
 // sensitive data produce errors without the data.
 func TestErrorsNeverLeakData(t *testing.T) {
 	const secret = "4242424242424242"
-	data := mustJSON(t, `{"card": "4242424242424242", "num": 4242424242424242, "cvc": "4242424242424242",
+	data := testjson.Decode(t, `{"card": "4242424242424242", "num": 4242424242424242, "cvc": "4242424242424242",
 		"o": {"number": "4242424242424242", "list": ["4242424242424242", 4242424242424242]}, "arr": ["4242424242424242"]}`)
 	b := map[string]any{"data": data, "4242424242424242": data}
 	srcs := []string{
@@ -294,7 +295,7 @@ func TestErrorsNeverLeakData(t *testing.T) {
 }
 
 func TestPanicsBecomeErrors(t *testing.T) {
-	b := map[string]any{"data": mustJSON(t, `{"s": "abc", "n": 99999999999, "card": "4242424242424242"}`)}
+	b := map[string]any{"data": testjson.Decode(t, `{"s": "abc", "n": 99999999999, "card": "4242424242424242"}`)}
 	tests := []struct{ src, want string }{
 		// The engine's slice filter panics (index out of range, with the
 		// bound value in the panic message).
@@ -366,7 +367,7 @@ func TestResourceLimits(t *testing.T) {
 // TestRenderMatchesLiquid checks that the rewriting done for the work budget
 // leaves Liquid's output unchanged.
 func TestRenderMatchesLiquid(t *testing.T) {
-	data := mustJSON(t, `{"s": "Hello", "i": 3, "t": true, "z": null, "arr": ["a", "b", "c"], "nested": [["x", "y"], "z"]}`)
+	data := testjson.Decode(t, `{"s": "Hello", "i": 3, "t": true, "z": null, "arr": ["a", "b", "c"], "nested": [["x", "y"], "z"]}`)
 	engine := liquid.NewEngine()
 	for _, src := range []string{
 		`a {{ data.s }} b`,
@@ -448,13 +449,13 @@ func TestCompileCache(t *testing.T) {
 }
 
 func TestConcurrentEvaluate(t *testing.T) {
-	tmpl := mustJSON(t, `{"number": "{{ data.number | reveal_last: 4 }}", "m": "{{ data.expiration_month }}", "a": "{{ data.number | alias_preserve_format: 0, 4 }}"}`)
+	tmpl := testjson.Decode(t, `{"number": "{{ data.number | reveal_last: 4 }}", "m": "{{ data.expiration_month }}", "a": "{{ data.number | alias_preserve_format: 0, 4 }}"}`)
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
 	for g := range 8 {
 		wg.Go(func() {
 			for i := range 200 {
-				b := map[string]any{"data": mustJSON(t, cardJSON)}
+				b := map[string]any{"data": testjson.Decode(t, cardJSON)}
 				out, err := EvaluateJSON(tmpl, b)
 				if err != nil {
 					errs <- err
@@ -479,8 +480,8 @@ func TestConcurrentEvaluate(t *testing.T) {
 }
 
 func BenchmarkEvaluateMask(b *testing.B) {
-	tmpl := mustJSON(b, `{"number": "{{ data.number | reveal_last: 4 }}", "expiration_month": "{{ data.expiration_month }}", "expiration_year": "{{ data.expiration_year }}"}`)
-	bindings := map[string]any{"data": mustJSON(b, cardJSON)}
+	tmpl := testjson.Decode(b, `{"number": "{{ data.number | reveal_last: 4 }}", "expiration_month": "{{ data.expiration_month }}", "expiration_year": "{{ data.expiration_year }}"}`)
+	bindings := map[string]any{"data": testjson.Decode(b, cardJSON)}
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := EvaluateJSON(tmpl, bindings); err != nil {

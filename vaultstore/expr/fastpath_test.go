@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"testing"
+
+	"github.com/tokenvault/tokenvault/internal/testjson"
 )
 
 func TestParseFastPath(t *testing.T) {
@@ -105,7 +107,7 @@ func dump(v any) string {
 }
 
 func TestFastPathMatchesEngine(t *testing.T) {
-	data := mustJSON(t, `{
+	data := testjson.Decode(t, `{
 		"number": "4242424242424242", "dashed": "3622-7206-2716-5567", "short": "42", "empty": "",
 		"unicode": "ñandú-42-ü", "expiration_month": 12, "expiration_year": 2030, "big": 12345678901234567890,
 		"f": 8.90, "e": 1e3, "neg": -0, "t": true, "z": null,

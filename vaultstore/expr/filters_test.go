@@ -7,19 +7,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-)
 
-// mustJSON decodes s the way the vault decodes token data (UseNumber).
-func mustJSON(t testing.TB, s string) any {
-	t.Helper()
-	d := json.NewDecoder(strings.NewReader(s))
-	d.UseNumber()
-	var v any
-	if err := d.Decode(&v); err != nil {
-		t.Fatalf("bad test JSON %q: %v", s, err)
-	}
-	return v
-}
+	"github.com/tokenvault/tokenvault/internal/testjson"
+)
 
 // storeJSON is Goessner's JSONPath example document, plus the "books" and
 // "bicycles" shapes used by the vault docs.
@@ -44,7 +34,7 @@ const storeJSON = `{
 // with a deterministic result (the alias filters are random: see
 // TestAliasFilters).
 func TestFilterDocExamples(t *testing.T) {
-	store := mustJSON(t, storeJSON)
+	store := testjson.Decode(t, storeJSON)
 	tests := []struct {
 		name string
 		src  string
@@ -89,8 +79,8 @@ func TestFilterDocExamples(t *testing.T) {
 		{"to_boolean null", `{{ data | to_boolean }}`, nil, nil},
 		{"to_string null", `{{ data | to_string }}`, nil, nil},
 		// standard Liquid filters from the aliasing docs
-		{"email local part", `{{ data.email | split: '@' | first }}`, mustJSON(t, `{"email":"jane@example.com"}`), "jane"},
-		{"email domain", `{{ data.email | split: '@' | last }}`, mustJSON(t, `{"email":"jane@example.com"}`), "example.com"},
+		{"email local part", `{{ data.email | split: '@' | first }}`, testjson.Decode(t, `{"email":"jane@example.com"}`), "jane"},
+		{"email domain", `{{ data.email | split: '@' | last }}`, testjson.Decode(t, `{"email":"jane@example.com"}`), "example.com"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -104,7 +94,7 @@ func TestFilterDocExamples(t *testing.T) {
 
 // TestFilterDocErrors holds the documented failures.
 func TestFilterDocErrors(t *testing.T) {
-	store := mustJSON(t, storeJSON)
+	store := testjson.Decode(t, storeJSON)
 	tests := []struct {
 		name, src string
 		data      any
@@ -131,7 +121,7 @@ func TestFilterDocErrors(t *testing.T) {
 }
 
 func TestFilters(t *testing.T) {
-	data := mustJSON(t, `{"card": "4242424242424242", "n": 1234, "big": 12345678901234567890, "f": 8.5,
+	data := testjson.Decode(t, `{"card": "4242424242424242", "n": 1234, "big": 12345678901234567890, "f": 8.5,
 		"s": "ABC12345DEF67890", "o": {"a": 1}, "arr": [1, "x"], "t": true, "u": "Ünïcödé-42"}`)
 	b := map[string]any{"data": data}
 	tests := []struct {
@@ -188,7 +178,7 @@ func TestFilters(t *testing.T) {
 }
 
 func TestFilterErrors(t *testing.T) {
-	data := mustJSON(t, `{"card": "4242424242424242", "o": {"a": 1}, "arr": [1, 2]}`)
+	data := testjson.Decode(t, `{"card": "4242424242424242", "o": {"a": 1}, "arr": [1, 2]}`)
 	b := map[string]any{"data": data}
 	tests := []struct{ name, src, want string }{
 		{"reveal_last missing length", `{{ data.card | reveal_last }}`, "reveal_last: length is required"},
@@ -232,7 +222,7 @@ func TestFilterErrors(t *testing.T) {
 
 func TestAliasFilters(t *testing.T) {
 	const in = "ABC12345DEF67890"
-	email := mustJSON(t, `{"email": "jane.doe@example.com"}`)
+	email := testjson.Decode(t, `{"email": "jane.doe@example.com"}`)
 	tests := []struct {
 		name, src string
 		data      any
@@ -294,7 +284,7 @@ func TestRandIndexUniform(t *testing.T) {
 }
 
 func TestJSONPath(t *testing.T) {
-	store := toEngine(mustJSON(t, storeJSON), 0)
+	store := toEngine(testjson.Decode(t, storeJSON), 0)
 	tests := []struct {
 		path string
 		want []any

@@ -35,7 +35,8 @@ func workerSysProcAttr() *syscall.SysProcAttr {
 //   - RLIMIT_CORE to 0: a worker's memory holds card data, and must never
 //     be dumped to disk.
 //   - no_new_privs, so that nothing the worker executes can gain
-//     privileges.
+//     privileges. The flag is per thread: this sets it on the calling
+//     thread, and confineSyscalls's TSYNC gives it to every thread.
 //   - not root: see dropRoot.
 //   - not dumpable: its /proc files (mem, environ, maps) belong to root,
 //     so another process of the vault's user (another worker, holding

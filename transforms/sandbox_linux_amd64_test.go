@@ -81,6 +81,10 @@ func TestSyscallFilter(t *testing.T) {
 // itself as a worker does, tries each thing, and prints what happened,
 // by name, as JSON.
 func probeSandbox() int {
+	// no_new_privs is per thread until the filter's TSYNC spreads it: read
+	// it on the thread that set it (the Go runtime may otherwise move the
+	// probe to a thread that has not got it yet, as it did once in CI)
+	runtime.LockOSThread()
 	if _, err := setProcessLimits(1 << 30); err != nil { // no_new_privs, as in a worker
 		fmt.Fprintln(os.Stderr, "limits:", err)
 		return 2
